@@ -1,0 +1,39 @@
+# The two commands of the README's quick start are `make demo` and `make test`.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+FRAMEWORKS ?= torch
+RESULTS ?= results
+
+.PHONY: demo test test-fast lint bench clean-results help
+
+help:
+	@echo "make demo       set up, run the default benchmark, write $(RESULTS)/report.html"
+	@echo "make test       set up and run the whole test suite (what CI runs)"
+	@echo "make test-fast  tests without the slow ones"
+	@echo "make bench      benchmarks of the harness itself (bench/)"
+
+demo:
+	@venv=$$(scripts/bootstrap); \
+	$$venv/bin/dnnbench env setup $(FRAMEWORKS); \
+	$$venv/bin/dnnbench run --experiment experiments/default.toml \
+	    --db $(RESULTS)/default.db --csv $(RESULTS)/default.csv --report $(RESULTS)/report.html
+
+test:
+	@venv=$$(scripts/bootstrap); \
+	$$venv/bin/dnnbench env setup $(FRAMEWORKS); \
+	$$venv/bin/ruff check .; \
+	$$venv/bin/python -m pytest -q -rs
+
+test-fast:
+	@venv=$$(scripts/bootstrap); $$venv/bin/python -m pytest -q -m "not slow"
+
+lint:
+	@venv=$$(scripts/bootstrap); $$venv/bin/ruff check .
+
+bench:
+	@venv=$$(scripts/bootstrap); \
+	$$venv/bin/dnnbench env setup torch; \
+	$$venv/bin/python bench/run.py
+
+clean-results:
+	rm -rf $(RESULTS)

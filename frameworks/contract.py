@@ -1,0 +1,171 @@
+"""The contract between the harness and every framework adapter.
+
+Framework-neutral and dependency-free: the harness imports it to build and validate
+RunSpecs; each worker imports it to read one. A RunSpec travels to the worker as JSON in
+the DNNBENCH_SPEC environment variable and comes back inside every result record, so any
+number can be traced to the exact configuration that produced it.
+
+What each framework supports is declared once, in SUPPORT, and checked once, in
+`validate`: one clear message per violated rule, naming the field, the value and the fix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Protocol
+
+MODES = ("throughput", "breakdown")
+DEVICES = ("cpu", "cuda")
+PRECISIONS = ("fp32", "amp")
+LAYOUTS = ("auto", "channels_first", "channels_last")
+MODELS = ("alexnet", "googlenet", "resnet50")
+
+
+@dataclass(frozen=True)
+class FrameworkSupport:
+    """What one framework can run; the single table every validation reads."""
+
+    display: str
+    strategies: tuple[str, ...]
+    devices: tuple[str, ...] = DEVICES
+    precisions: tuple[str, ...] = PRECISIONS
+    layouts: tuple[str, ...] = LAYOUTS
+    import_name: str = ""  # the module whose import proves the environment works
+    unsupported: dict[str, str] = field(default_factory=dict)  # strategy -> why not
+
+
+SUPPORT: dict[str, FrameworkSupport] = {
+    "torch": FrameworkSupport(
+        display="PyTorch", strategies=("single",), import_name="torch",
+        unsupported={"ps-sync": "PyTorch has no native parameter server",
+                     "ps-async": "PyTorch has no native parameter server"}),
+}
+
+
+class SpecError(ValueError):
+    """A RunSpec field has a value that cannot run; the message says which and how to fix."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One benchmark configuration. Batch size is per device (weak scaling)."""
+
+    framework: str
+    model: str
+    batch_size: int = 32
+    image_size: int = 224
+    num_classes: int = 1000
+    steps: int = 20
+    warmup: int = 5
+    trials: int = 3
+    mode: str = "throughput"
+    device: str = "cpu"
+    precision: str = "fp32"
+    layout: str = "auto"
+    strategy: str = "single"
+    nodes: int = 1
+    devices_per_node: int = 1
+    threads: int = 0  # per worker; 0 = an equal share of this host's cores
+    lr: float = 0.01
+    momentum: float = 0.9
+    seed: int = 0
+    loss_every: int = 0  # record the loss every N timed steps (0: once per trial, untimed)
+    timeout_s: float = 600.0
+    label: str = ""
+
+    @property
+    def workers(self) -> int:
+        return self.nodes * self.devices_per_node
+
+    @property
+    def global_batch(self) -> int:
+        return self.batch_size * self.workers
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunSpec:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise SpecError(f"unknown RunSpec field(s) {', '.join(unknown)}; known fields: "
+                            f"{', '.join(sorted(known))}")
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunSpec:
+        return cls.from_dict(json.loads(text))
+
+    def config_hash(self) -> str:
+        """Identity of the measurement: every field except the label and the time limit."""
+        data = asdict(self)
+        data.pop("label")
+        data.pop("timeout_s")
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _choice(field_name: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise SpecError(f"{field_name} = {value!r} is not one of: {', '.join(allowed)}")
+
+
+def _positive(spec: RunSpec, *names: str) -> None:
+    for name in names:
+        value = getattr(spec, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise SpecError(f"{name} = {value!r} must be a whole number >= 1")
+
+
+def validate(spec: RunSpec) -> None:
+    """Raise SpecError for the first field that cannot run (cheap; no framework import)."""
+    _choice("framework", spec.framework, tuple(SUPPORT))
+    _choice("model", spec.model, MODELS)
+    _choice("mode", spec.mode, MODES)
+    sup = SUPPORT[spec.framework]
+    _choice("device", spec.device, sup.devices)
+    _choice("precision", spec.precision, sup.precisions)
+    _choice("layout", spec.layout, sup.layouts)
+    _positive(spec, "batch_size", "image_size", "num_classes", "steps", "trials", "nodes",
+              "devices_per_node")
+    if spec.warmup < 0 or spec.threads < 0 or spec.loss_every < 0:
+        raise SpecError("warmup, threads and loss_every must be >= 0")
+    if spec.timeout_s <= 0:
+        raise SpecError(f"timeout_s = {spec.timeout_s!r} must be > 0 seconds")
+    if spec.strategy not in sup.strategies:
+        why = sup.unsupported.get(spec.strategy, "not implemented for this framework yet")
+        raise SpecError(f"strategy = {spec.strategy!r} is unsupported for {spec.framework}: "
+                        f"{why}; supported: {', '.join(sup.strategies)}")
+    if spec.strategy == "single" and spec.workers != 1:
+        raise SpecError(f"strategy 'single' runs one worker, but nodes x devices_per_node = "
+                        f"{spec.workers}; choose a distributed strategy or set both to 1")
+    from models.cost import ShapeError, cost  # pure Python, cheap
+
+    try:
+        cost(spec.model, spec.image_size, spec.num_classes)
+    except ShapeError as exc:
+        raise SpecError(f"image_size = {spec.image_size}: {exc}") from None
+
+
+class Trainer(Protocol):
+    """What an adapter hands the neutral timing loop: one training step, split in phases.
+
+    `step()` is the framework's fastest fused path (throughput mode, no added syncs);
+    the phase methods are called in order with `synchronize()` between them in breakdown
+    mode. Phases a configuration does not have (no data pipeline, a single worker) are
+    no-ops and measure as ~0, which is itself a recorded fact.
+    """
+
+    def step(self) -> None: ...
+    def next_batch(self) -> None: ...
+    def to_device(self) -> None: ...
+    def forward(self) -> None: ...
+    def backward(self) -> None: ...
+    def communicate(self) -> None: ...
+    def update(self) -> None: ...
+    def synchronize(self) -> None: ...
+    def loss(self) -> float: ...
+    def parameter_count(self) -> int: ...
+    def settings(self) -> dict[str, Any]: ...

@@ -1,0 +1,43 @@
+"""One-line JSON events from workers to the harness (the MLPerf-logging idea).
+
+Every event is a single line ``:::DNNBENCH {"event": KIND, ...}`` so output interleaved
+from many ranks, or mixed with a framework's own chatter, still parses; the harness never
+scrapes prose. The kinds and their keys live here, once, for both sides.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, TextIO
+
+PREFIX = ":::DNNBENCH "
+
+ENVIRONMENT = "environment"  # framework versions, device, threads, settings
+MODEL = "model"  # parameter counts (framework and cost model), tensors
+TRIAL = "trial"  # one trial's raw per-iteration times (+ phases in breakdown mode)
+LOSS = "loss"  # loss values observed during a trial
+ERROR = "error"  # a clean, one-line reason the worker could not finish
+DONE = "done"
+
+KINDS = (ENVIRONMENT, MODEL, TRIAL, LOSS, ERROR, DONE)
+
+
+def emit(kind: str, stream: TextIO | None = None, **payload: Any) -> None:
+    if kind not in KINDS:
+        raise ValueError(f"unknown event kind {kind!r}")
+    out = stream or sys.stdout
+    out.write(PREFIX + json.dumps({"event": kind, **payload}, separators=(",", ":")) + "\n")
+    out.flush()
+
+
+def parse(line: str) -> dict[str, Any] | None:
+    """The event on this line, or None for any other output (rank prefixes allowed)."""
+    pos = line.find(PREFIX)
+    if pos < 0:
+        return None
+    try:
+        event = json.loads(line[pos + len(PREFIX):])
+    except json.JSONDecodeError:
+        return None
+    return event if isinstance(event, dict) and event.get("event") in KINDS else None

@@ -1,0 +1,96 @@
+"""The timing loop every framework shares (nccl-tests' "one driver" idea).
+
+Adapters only provide a Trainer; warm-up, clocks, synchronisation points and what is
+recorded are decided here, once, so a number from one framework means exactly what the
+same number from another framework means.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from frameworks.contract import Trainer
+
+PHASES = ("io", "h2d", "forward", "backward", "comm", "update")
+
+
+@dataclass
+class TrialResult:
+    iter_times: list[float]  # seconds per timed iteration
+    wall: float  # seconds from the first to the last synchronisation of the trial
+    phases: dict[str, list[float]] = field(default_factory=dict)  # breakdown mode only
+    losses: list[float] = field(default_factory=list)
+
+
+def warm_up(trainer: Trainer, steps: int) -> None:
+    for _ in range(steps):
+        trainer.step()
+    trainer.synchronize()
+
+
+def throughput_trial(trainer: Trainer, steps: int, loss_every: int = 0) -> TrialResult:
+    """Steps back to back, no synchronisation added inside the loop.
+
+    Per-iteration stamps are host times; on an asynchronous device they pace out to the
+    device's rate over a trial, and `wall` (synchronised at both ends) is exact.
+    """
+    clock = time.perf_counter
+    stamps = [0.0] * steps
+    losses: list[float] = []
+    step = trainer.step
+    trainer.synchronize()
+    start = clock()
+    if loss_every:
+        for i in range(steps):
+            step()
+            if (i + 1) % loss_every == 0:
+                losses.append(trainer.loss())
+            stamps[i] = clock()
+    else:
+        for i in range(steps):
+            step()
+            stamps[i] = clock()
+    trainer.synchronize()
+    end = clock()
+    stamps[-1] = end
+    times = [stamps[0] - start] + [stamps[i] - stamps[i - 1] for i in range(1, steps)]
+    if not loss_every:
+        losses.append(trainer.loss())
+    return TrialResult(times, end - start, losses=losses)
+
+
+def breakdown_trial(trainer: Trainer, steps: int, loss_every: int = 0) -> TrialResult:
+    """Each phase timed on its own, with a device synchronisation after it."""
+    clock = time.perf_counter
+    sync = trainer.synchronize
+    calls = (trainer.next_batch, trainer.to_device, trainer.forward, trainer.backward,
+             trainer.communicate, trainer.update)
+    phases: dict[str, list[float]] = {p: [] for p in PHASES}
+    series = [phases[p] for p in PHASES]
+    times: list[float] = []
+    losses: list[float] = []
+    sync()
+    start = clock()
+    for i in range(steps):
+        t0 = clock()
+        prev = t0
+        for call, out in zip(calls, series):
+            call()
+            sync()
+            now = clock()
+            out.append(now - prev)
+            prev = now
+        times.append(prev - t0)
+        if loss_every and (i + 1) % loss_every == 0:
+            losses.append(trainer.loss())
+    end = clock()
+    if not loss_every:
+        losses.append(trainer.loss())
+    return TrialResult(times, end - start, phases=phases, losses=losses)
+
+
+def run_trial(trainer: Trainer, steps: int, mode: str, loss_every: int = 0) -> TrialResult:
+    if mode == "breakdown":
+        return breakdown_trial(trainer, steps, loss_every)
+    return throughput_trial(trainer, steps, loss_every)

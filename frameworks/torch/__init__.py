@@ -1,0 +1,1 @@
+"""PyTorch adapter (see adapter.py, imported only inside the torch environment)."""

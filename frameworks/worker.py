@@ -1,0 +1,80 @@
+"""The framework-neutral worker: ``python -m frameworks.worker``.
+
+Runs inside a framework's own environment. Reads the RunSpec from DNNBENCH_SPEC and its
+place in the job from DNNBENCH_RANK / DNNBENCH_WORLD_SIZE, asks the framework's adapter
+for a Trainer, checks that the built network has exactly the cost model's parameter
+count (the fairness guarantee), then warms up, runs the trials and emits one event line
+per result. Failures end with one ERROR event carrying a one-line reason.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import traceback
+
+from frameworks import events
+from frameworks.contract import RunSpec, SpecError
+from frameworks.timing import run_trial, warm_up
+
+
+class WorkerError(RuntimeError):
+    """A failure with a reason fit to show the user as is."""
+
+
+def _rank() -> tuple[int, int]:
+    return int(os.environ.get("DNNBENCH_RANK", "0")), int(
+        os.environ.get("DNNBENCH_WORLD_SIZE", "1"))
+
+
+def run(spec: RunSpec) -> None:
+    from models.cost import cost
+
+    rank, world = _rank()
+    adapter = importlib.import_module(f"frameworks.{spec.framework}.adapter")
+    events.emit(events.ENVIRONMENT, rank=rank, **adapter.environment(spec))
+    trainer = adapter.build_trainer(spec, rank=rank, world_size=world)
+    expected = cost(spec.model, spec.image_size, spec.num_classes)
+    built = trainer.parameter_count()
+    events.emit(events.MODEL, rank=rank, parameters=built, expected_parameters=expected.params,
+                tensors=len(expected.tensors), gradient_bytes=expected.gradient_bytes,
+                settings=trainer.settings())
+    if built != expected.params:
+        raise WorkerError(f"{spec.framework} built {spec.model} with {built:,} trainable "
+                          f"parameters but the spec has {expected.params:,}: the networks "
+                          "would not be comparable")
+    warm_up(trainer, spec.warmup)
+    for trial in range(spec.trials):
+        result = run_trial(trainer, spec.steps, spec.mode, spec.loss_every)
+        events.emit(events.TRIAL, rank=rank, trial=trial, iter_times=result.iter_times,
+                    wall=result.wall, phases=result.phases)
+        events.emit(events.LOSS, rank=rank, trial=trial, values=result.losses)
+    events.emit(events.DONE, rank=rank)
+
+
+def main() -> int:
+    text = os.environ.get("DNNBENCH_SPEC")
+    if not text:
+        print("frameworks.worker: DNNBENCH_SPEC (the RunSpec as JSON) is not set; the "
+              "harness sets it, see `dnnbench run --help`", file=sys.stderr)
+        return 2
+    try:
+        run(RunSpec.from_json(text))
+    except (WorkerError, SpecError) as exc:
+        events.emit(events.ERROR, reason=str(exc), kind=type(exc).__name__)
+        return 1
+    except MemoryError:
+        events.emit(events.ERROR, reason="out of memory", kind="MemoryError")
+        return 1
+    except Exception as exc:  # noqa: BLE001 - any framework failure becomes a record
+        traceback.print_exc()
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        events.emit(events.ERROR, reason=f"{type(exc).__name__}: {first}"[:500],
+                    kind=type(exc).__name__)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

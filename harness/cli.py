@@ -1,0 +1,245 @@
+"""`dnnbench`: benchmark deep-learning frameworks head to head and explain the results.
+
+Every user error ends in one line on stderr naming what was wrong and how to fix it,
+exit status 2; failed benchmark runs are stored as failed rows, not raised.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT_DB = "results/dnnbench.db"
+
+EPILOG = """examples:
+  dnnbench env setup torch                       create the PyTorch environment (cached)
+  dnnbench models --image-size 224               parameters, GMACs, gradient sizes
+  dnnbench run --framework torch --model resnet50 --batch 8 --image-size 64 --steps 20
+  dnnbench run --experiment experiments/default.toml --report results/report.html
+  dnnbench report --db results/dnnbench.db -o results/report.html
+"""
+
+
+class UserError(Exception):
+    """Shown as one line; the process exits 2."""
+
+
+def _add_spec_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("one configuration (instead of --experiment)")
+    g.add_argument("--framework", help="torch (tensorflow and mxnet as they land)")
+    g.add_argument("--model", help="alexnet | googlenet | resnet50")
+    g.add_argument("--batch", type=int, dest="batch_size", help="per-device batch size")
+    g.add_argument("--image-size", type=int, help="input px (AlexNet needs >= 63)")
+    g.add_argument("--classes", type=int, dest="num_classes", help="output classes (1000)")
+    g.add_argument("--steps", type=int, help="timed iterations per trial")
+    g.add_argument("--warmup", type=int, help="untimed iterations before the trials")
+    g.add_argument("--trials", type=int, help="repeated trials")
+    g.add_argument("--mode", choices=["throughput", "breakdown"],
+                   help="throughput: no added syncs; breakdown: time each phase")
+    g.add_argument("--device", choices=["cpu", "cuda"])
+    g.add_argument("--precision", choices=["fp32", "amp"])
+    g.add_argument("--layout", choices=["auto", "channels_first", "channels_last"])
+    g.add_argument("--threads", type=int, help="threads per worker (0: share of cores)")
+    g.add_argument("--timeout", type=float, dest="timeout_s", help="seconds per run (600)")
+    g.add_argument("--label", help="free text stored with the run")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dnnbench", description=__doc__.splitlines()[0],
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p_env = sub.add_parser("env", help="per-framework environments (cached, isolated)")
+    env_sub = p_env.add_subparsers(dest="env_command", metavar="ACTION")
+    p_setup = env_sub.add_parser("setup", help="create or reuse a framework's environment")
+    p_setup.add_argument("frameworks", nargs="+", metavar="FRAMEWORK")
+    p_setup.add_argument("--variant", choices=["cpu", "cuda"], default="cpu",
+                         help="cpu (this machine) or cuda (GPU hosts)")
+    p_setup.add_argument("--force", action="store_true", help="rebuild even if cached")
+    env_sub.add_parser("list", help="installed environments and versions")
+    p_path = env_sub.add_parser("path", help="print an environment's directory")
+    p_path.add_argument("framework")
+    p_path.add_argument("--variant", choices=["cpu", "cuda"], default="cpu")
+
+    p_models = sub.add_parser("models", help="cost-model summary of every network")
+    p_models.add_argument("--image-size", type=int, default=224)
+    p_models.add_argument("--classes", type=int, default=1000)
+    p_models.add_argument("--layers", metavar="MODEL", help="per-layer table of one network")
+
+    p_run = sub.add_parser(
+        "run", help="run one configuration or an experiment file",
+        description="Run benchmarks and store every raw measurement in the results DB. "
+                    "Give either --experiment FILE or --framework and --model.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p_run.add_argument("--experiment", "-e", help="TOML experiment file (see experiments/)")
+    p_run.add_argument("--name", help="experiment name to store runs under")
+    p_run.add_argument("--db", default=DEFAULT_DB, help=f"results database ({DEFAULT_DB})")
+    p_run.add_argument("--csv", help="also export this experiment's runs as CSV")
+    p_run.add_argument("--report", help="also render the HTML report to this path")
+    p_run.add_argument("--retry-failed", action="store_true",
+                       help="run again configurations stored as failed or timed out")
+    p_run.add_argument("--verbose", "-v", action="store_true", help="stream worker output")
+    _add_spec_flags(p_run)
+
+    p_rep = sub.add_parser("report", help="render the HTML report from a results DB")
+    p_rep.add_argument("--db", default=DEFAULT_DB)
+    p_rep.add_argument("--experiment", help="only this experiment")
+    p_rep.add_argument("-o", "--output", default="results/report.html")
+
+    p_res = sub.add_parser("results", help="list stored runs; export CSV/JSON")
+    p_res.add_argument("--db", default=DEFAULT_DB)
+    p_res.add_argument("--experiment")
+    p_res.add_argument("--csv", help="write the runs as CSV here")
+    p_res.add_argument("--json", help="write the runs as JSON here")
+    return parser
+
+
+def _spec_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    keys = ("framework", "model", "batch_size", "image_size", "num_classes", "steps", "warmup",
+            "trials", "mode", "device", "precision", "layout", "threads", "timeout_s", "label")
+    return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    from harness import envs
+
+    if args.env_command == "setup":
+        for fw in args.frameworks:
+            envs.setup(fw, args.variant, force=args.force)
+    elif args.env_command == "list":
+        rows = envs.installed()
+        if not rows:
+            print(f"no environments in {envs.cache_dir() / 'envs'}; "
+                  "run: dnnbench env setup torch")
+        for r in rows:
+            mark = "current" if r["current"] else "stale  "
+            print(f"{r['framework']:<11} {r['variant']:<5} {r['version']:<16} "
+                  f"py{r['python']:<8} {mark} {r['path']}")
+    elif args.env_command == "path":
+        print(envs.find(args.framework, args.variant).path)
+    else:
+        raise UserError("env needs an action: setup, list or path (see dnnbench env --help)")
+    return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    import models
+    from models.cost import ShapeError, cost
+
+    if args.layers:
+        c = cost(args.layers, args.image_size, args.classes)
+        print(f"{'layer':<34} {'op':<16} {'output':<16} {'params':>11} {'MMACs':>10}")
+        for lc in c.layers:
+            shape = "x".join(map(str, lc.out_shape))
+            print(f"{lc.name:<34} {lc.kind:<16} {shape:<16} {lc.params:>11,} "
+                  f"{lc.macs / 1e6:>10.2f}")
+        return 0
+    print(f"{'network':<10} {'params':>12} {'GMACs':>8} {'tensors':>8} {'grad MB':>9} "
+          f"{'act MB/img':>11}  at {args.image_size} px, {args.classes} classes")
+    for name in models.NETWORKS:
+        try:
+            c = cost(name, args.image_size, args.classes)
+        except ShapeError as exc:
+            print(f"{name:<10} cannot be built: {str(exc).split('; ')[-1]}")
+            continue
+        print(f"{name:<10} {c.params:>12,} {c.macs / 1e9:>8.3f} {len(c.tensors):>8} "
+              f"{c.gradient_bytes / 1e6:>9.2f} {c.activation_bytes / 1e6:>11.2f}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from harness import experiment, sweep
+    from harness.store import Store
+
+    overrides = _spec_overrides(args)
+    if args.experiment:
+        exp = experiment.load(args.experiment, overrides)
+    else:
+        if "framework" not in overrides or "model" not in overrides:
+            raise UserError("give --experiment FILE, or both --framework and --model "
+                            "(see dnnbench run --help)")
+        exp = experiment.from_dict({"name": args.name or "adhoc"}, "command line", overrides)
+    if args.name:
+        exp = experiment.Experiment(args.name, exp.description, exp.runs, exp.source)
+    print(f"experiment {exp.name}: {len(exp.runs)} runs "
+          f"({len(exp.runs) - len(exp.runnable)} skipped as unsupported); results -> {args.db}")
+    with Store(args.db) as store:
+        summary = sweep.run_experiment(exp, store, retry_failed=args.retry_failed,
+                                       stream_output=args.verbose)
+        print(f"done: {summary.ok} ok, {summary.failed} failed, {summary.skipped} skipped, "
+              f"{summary.reused} already stored")
+        if args.csv:
+            from harness import export
+
+            export.write_csv(store, args.csv, exp.name)
+            print(f"CSV: {args.csv}")
+    if args.report:
+        from reports.render import render_file
+
+        path = render_file(args.db, args.report)
+        print(f"report: {path}")
+    if summary.interrupted:
+        return 130
+    return 1 if summary.failed and not summary.ok else 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from reports.render import render_file
+
+    if not Path(args.db).is_file():
+        raise UserError(f"results database {args.db} does not exist; run `dnnbench run` first "
+                        "or pass --db")
+    print(f"report: {render_file(args.db, args.output, args.experiment)}")
+    return 0
+
+
+def cmd_results(args: argparse.Namespace) -> int:
+    from harness import export
+    from harness.store import Store
+
+    if not Path(args.db).is_file():
+        raise UserError(f"results database {args.db} does not exist")
+    with Store(args.db) as store:
+        if args.csv:
+            export.write_csv(store, args.csv, args.experiment)
+            print(f"CSV: {args.csv}")
+        if args.json:
+            export.write_json(store, args.json, args.experiment)
+            print(f"JSON: {args.json}")
+        if not args.csv and not args.json:
+            export.print_table(store, args.experiment)
+    return 0
+
+
+COMMANDS = {"env": cmd_env, "models": cmd_models, "run": cmd_run, "report": cmd_report,
+            "results": cmd_results}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from frameworks.contract import SpecError
+    from harness.envs import EnvError
+    from harness.experiment import ExperimentError
+    from models import UnknownModelError
+    from models.cost import ShapeError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 2
+    try:
+        return COMMANDS[args.command](args)
+    except (UserError, SpecError, EnvError, ExperimentError, ShapeError,
+            UnknownModelError) as exc:
+        print(f"dnnbench: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("dnnbench: interrupted; stored results are kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""Turn a finished job (its processes' event lines) into one stored RunRecord."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+from frameworks import events
+from frameworks.contract import RunSpec
+from harness.stats import median, summarize
+from harness.store import PHASE_COLUMNS, RunRecord
+from runners.spec import JobResult
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def base_row(spec: RunSpec, experiment: str, run_id: str, status: str, reason: str = "",
+             manifest: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"run_id": run_id, "experiment": experiment, "config_hash": spec.config_hash(),
+            "status": status, "reason": reason, "framework": spec.framework,
+            "model": spec.model, "strategy": spec.strategy, "mode": spec.mode,
+            "device": spec.device, "precision": spec.precision,
+            "batch_size": spec.batch_size, "image_size": spec.image_size,
+            "workers": spec.workers, "nodes": spec.nodes, "label": spec.label,
+            "started": now_iso(), "spec_json": spec.to_json(), "manifest_json": manifest or {}}
+
+
+def job_events(job: JobResult) -> list[dict[str, Any]]:
+    out = []
+    for proc in job.processes:
+        for line in proc.lines:
+            ev = events.parse(line)
+            if ev is not None:
+                out.append(ev)
+    return out
+
+
+def record(spec: RunSpec, experiment: str, run_id: str, job: JobResult,
+           host: dict[str, Any]) -> RunRecord:
+    evs = job_events(job)
+    manifest: dict[str, Any] = {"host": host, "ranks": {}}
+    for ev in evs:
+        if ev["event"] in (events.ENVIRONMENT, events.MODEL):
+            manifest["ranks"].setdefault(str(ev.get("rank", 0)), {}).update(
+                {k: v for k, v in ev.items() if k not in ("event", "rank")})
+    row = base_row(spec, experiment, run_id, "ok", manifest=manifest)
+    row["elapsed_s"] = job.elapsed
+    errors = [ev["reason"] for ev in evs if ev["event"] == events.ERROR]
+    done = sum(1 for ev in evs if ev["event"] == events.DONE)
+    if job.interrupted:
+        row.update(status="interrupted", reason="stopped by Ctrl-C")
+    elif job.timed_out:
+        row.update(status="timeout", reason=f"no result within timeout_s = {spec.timeout_s:g} s")
+    elif errors or not job.ok or done < spec.workers:
+        code = next((p.returncode for p in job.processes if p.spec.tag == job.failed_tag), None)
+        reason = errors[0] if errors else (
+            f"process {job.failed_tag} exited with code {code}" if job.failed_tag
+            else "worker finished without reporting results")
+        if code is not None and code < 0:
+            reason += f" (killed by signal {-code})"
+        row.update(status="failed", reason=reason)
+    if row["status"] != "ok":
+        row["output_tail"] = "\n".join(job.failure_tail(25))
+    trials = [ev for ev in evs if ev["event"] == events.TRIAL]
+    rec = RunRecord(row)
+    times: list[float] = []
+    phase_samples: dict[str, list[float]] = {}
+    for tr in trials:
+        rank, trial = int(tr.get("rank", 0)), int(tr["trial"])
+        for i, t in enumerate(tr["iter_times"]):
+            rec.iterations.append((rank, trial, i, float(t)))
+            if rank == 0:
+                times.append(float(t))
+        for phase, values in (tr.get("phases") or {}).items():
+            for i, t in enumerate(values):
+                rec.phases.append((rank, trial, i, phase, float(t)))
+                if rank == 0:
+                    phase_samples.setdefault(phase, []).append(float(t))
+    if times:
+        s = summarize(times)
+        gb = spec.global_batch
+        row.update(t_iter_s=s.median, t_iter_low_s=s.ci_low, t_iter_high_s=s.ci_high,
+                   jitter=s.jitter, n_iters=s.n, images_per_s=gb / s.median,
+                   images_per_s_low=gb / s.ci_high if s.ci_high == s.ci_high else None,
+                   images_per_s_high=gb / s.ci_low if s.ci_low == s.ci_low else None,
+                   images_per_s_per_worker=gb / s.median / spec.workers)
+        for phase, column in PHASE_COLUMNS.items():
+            if phase in phase_samples:
+                row[column] = median(phase_samples[phase])
+    models = [ev for ev in evs if ev["event"] == events.MODEL]
+    if models:
+        row["parameters"] = models[0].get("parameters")
+    losses = [v for ev in evs if ev["event"] == events.LOSS and ev.get("rank", 0) == 0
+              for v in ev["values"]]
+    if losses:
+        row["final_loss"] = losses[-1]
+    return rec

@@ -1,0 +1,152 @@
+"""Per-framework virtual environments, cached outside the repository.
+
+Frameworks cannot share one environment (MXNet needs numpy 1.23, TensorFlow numpy>=1.26),
+and the harness must never import any of them, so each framework gets its own venv built
+from the requirement files in `frameworks/<fw>/`. The venv's directory name carries a hash
+of those files, the Python version and the machine type: a new clone or a repeat run
+reuses it, a changed requirement file builds a new one. An install that did not finish
+has no marker file and is rebuilt, never used.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from frameworks.contract import SUPPORT
+
+VARIANTS = ("cpu", "cuda")
+MARKER = "dnnbench-env.json"
+FRAMEWORKS_DIR = Path(__file__).resolve().parent.parent / "frameworks"
+
+
+class EnvError(RuntimeError):
+    """An environment is missing or broken; the message names the command that fixes it."""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("DNNBENCH_CACHE", Path.home() / ".cache" / "dnnbench"))
+
+
+def requirements_file(framework: str, variant: str) -> Path:
+    if framework not in SUPPORT:
+        raise EnvError(f"unknown framework {framework!r}; known: {', '.join(SUPPORT)}")
+    if variant not in VARIANTS:
+        raise EnvError(f"unknown environment variant {variant!r}; known: {', '.join(VARIANTS)}")
+    return FRAMEWORKS_DIR / framework / f"requirements-{variant}.txt"
+
+
+def env_key(framework: str, variant: str) -> str:
+    h = hashlib.sha256()
+    h.update(requirements_file(framework, variant).read_bytes())
+    h.update(f"{platform.python_version()} {platform.machine()}".encode())
+    return h.hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Env:
+    framework: str
+    variant: str
+    path: Path
+
+    @property
+    def python(self) -> str:
+        return str(self.path / "bin" / "python")
+
+    def info(self) -> dict:
+        return json.loads((self.path / MARKER).read_text())
+
+
+def env_path(framework: str, variant: str) -> Path:
+    return cache_dir() / "envs" / f"{framework}-{variant}-{env_key(framework, variant)}"
+
+
+def find(framework: str, variant: str = "cpu") -> Env:
+    """The ready environment for these requirement files, or EnvError naming the fix."""
+    path = env_path(framework, variant)
+    if not (path / MARKER).is_file():
+        flag = "" if variant == "cpu" else f" --variant {variant}"
+        raise EnvError(f"the {framework} ({variant}) environment is not set up for the current "
+                       f"requirements; run: dnnbench env setup {framework}{flag}")
+    return Env(framework, variant, path)
+
+
+def _run(cmd: list[str], log) -> None:
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log.write(proc.stdout)
+    if proc.returncode:
+        tail = "\n".join(proc.stdout.strip().splitlines()[-15:])
+        raise EnvError(f"command failed ({proc.returncode}): {' '.join(cmd)}\n{tail}")
+
+
+def setup(framework: str, variant: str = "cpu", force: bool = False,
+          echo=print) -> Env:
+    """Create (or reuse) the environment; safe to run concurrently and after a crash."""
+    req = requirements_file(framework, variant)
+    path = env_path(framework, variant)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / f".{path.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (path / MARKER).is_file() and not force:
+            echo(f"{framework} ({variant}) environment ready: {path}")
+            return Env(framework, variant, path)
+        if path.exists():
+            shutil.rmtree(path)
+        echo(f"creating the {framework} ({variant}) environment in {path} from {req.name} ...")
+        t0 = time.monotonic()
+        log_path = path.parent / f"{path.name}.log"
+        with open(log_path, "w") as log:
+            try:
+                _run([sys.executable, "-m", "venv", str(path)], log)
+                py = str(path / "bin" / "python")
+                _run([py, "-m", "pip", "install", "--upgrade", "pip"], log)
+                _run([py, "-m", "pip", "install", "-r", str(req)], log)
+                module = SUPPORT[framework].import_name
+                probe = subprocess.run(
+                    [py, "-c", f"import {module}, json, sys; print(json.dumps("
+                               f"{{'version': {module}.__version__, 'python': sys.version.split()[0]}}))"],
+                    capture_output=True, text=True)
+                if probe.returncode:
+                    raise EnvError(f"{module} does not import in the new environment: "
+                                   f"{probe.stderr.strip().splitlines()[-1:]}")
+                versions = json.loads(probe.stdout)
+                freeze = subprocess.run([py, "-m", "pip", "freeze"], capture_output=True,
+                                        text=True).stdout.split()
+            except BaseException:
+                shutil.rmtree(path, ignore_errors=True)
+                echo(f"install log: {log_path}")
+                raise
+        info = {"framework": framework, "variant": variant, "key": path.name.rsplit("-", 1)[1],
+                "requirements": str(req), "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                "seconds": round(time.monotonic() - t0, 1), **versions, "packages": freeze}
+        (path / MARKER).write_text(json.dumps(info, indent=1))
+        echo(f"{framework} ({variant}) environment ready in {info['seconds']} s: "
+             f"{module} {versions['version']}")
+        return Env(framework, variant, path)
+
+
+def installed() -> list[dict]:
+    """Every finished environment in the cache, marking those the current files select."""
+    rows = []
+    root = cache_dir() / "envs"
+    if not root.is_dir():
+        return rows
+    for marker in sorted(root.glob(f"*/{MARKER}")):
+        info = json.loads(marker.read_text())
+        try:
+            current = env_path(info["framework"], info["variant"]) == marker.parent
+        except EnvError:
+            current = False
+        rows.append({"framework": info["framework"], "variant": info["variant"],
+                     "version": info.get("version", "?"), "python": info.get("python", "?"),
+                     "current": current, "path": str(marker.parent)})
+    return rows

@@ -1,0 +1,138 @@
+"""Experiment files (TOML): a named sweep expanded to a list of RunSpecs.
+
+    name = "default"
+    description = "what this sweep answers"
+    [defaults]            # scalar RunSpec fields shared by every run
+    steps = 10
+    [matrix]              # lists: every combination becomes one run
+    model = ["alexnet", "resnet50"]
+    mode = ["throughput", "breakdown"]
+    [[exclude]]           # drop combinations matching all the given fields
+    model = "alexnet"
+    mode = "breakdown"
+
+Parsed and checked once, before anything runs; every error names the file, the key and
+the allowed values. Combinations the frameworks cannot run are kept as *skipped* runs
+with their reason (see `validate`), so the sweep reports them instead of hiding them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from frameworks.contract import RunSpec, SpecError, validate
+
+SPEC_FIELDS = {f.name: f for f in fields(RunSpec)}
+TOP_KEYS = {"name", "description", "defaults", "matrix", "exclude"}
+
+
+class ExperimentError(ValueError):
+    """The experiment file is malformed; the message names file, key and fix."""
+
+
+@dataclass(frozen=True)
+class Planned:
+    spec: RunSpec
+    skip_reason: str = ""  # non-empty: recorded as skipped, never run
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    description: str
+    runs: tuple[Planned, ...]
+    source: str
+
+    @property
+    def runnable(self) -> list[RunSpec]:
+        return [p.spec for p in self.runs if not p.skip_reason]
+
+
+def _suggest(key: str, known) -> str:
+    close = difflib.get_close_matches(key, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _expected_type(name: str) -> type:
+    default = SPEC_FIELDS[name].default
+    return type(default) if default is not None and not isinstance(default, type) else str
+
+
+def _check_value(src: str, where: str, name: str, value: Any) -> Any:
+    if name not in SPEC_FIELDS:
+        raise ExperimentError(f"{src}: {where}: unknown key {name!r}{_suggest(name, SPEC_FIELDS)}"
+                              f"; known keys: {', '.join(SPEC_FIELDS)}")
+    want = _expected_type(name) if name not in ("framework", "model") else str
+    if want is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, want) or (want is int and isinstance(value, bool)):
+        raise ExperimentError(f"{src}: {where}.{name} = {value!r} must be a {want.__name__}")
+    return value
+
+
+def from_dict(data: dict[str, Any], src: str = "<experiment>",
+              overrides: dict[str, Any] | None = None) -> Experiment:
+    unknown = set(data) - TOP_KEYS
+    if unknown:
+        key = sorted(unknown)[0]
+        raise ExperimentError(f"{src}: unknown top-level key {key!r}{_suggest(key, TOP_KEYS)}; "
+                              f"allowed: {', '.join(sorted(TOP_KEYS))}")
+    name = data.get("name") or Path(src).stem
+    defaults = data.get("defaults", {})
+    matrix = data.get("matrix", {})
+    excludes = data.get("exclude", [])
+    if not isinstance(defaults, dict) or not isinstance(matrix, dict):
+        raise ExperimentError(f"{src}: [defaults] and [matrix] must be tables")
+    if not isinstance(excludes, list) or not all(isinstance(e, dict) for e in excludes):
+        raise ExperimentError(f"{src}: exclude must be an array of tables ([[exclude]])")
+    base = {k: _check_value(src, "defaults", k, v) for k, v in defaults.items()}
+    base.update(overrides or {})
+    axes: dict[str, list[Any]] = {}
+    for key, values in matrix.items():
+        values = values if isinstance(values, list) else [values]
+        if not values:
+            raise ExperimentError(f"{src}: matrix.{key} is an empty list")
+        axes[key] = [_check_value(src, "matrix", key, v) for v in values]
+    for i, rule in enumerate(excludes):
+        for key, value in rule.items():
+            _check_value(src, f"exclude[{i}]", key, value)
+    for required in ("framework", "model"):
+        if required not in axes and required not in base:
+            raise ExperimentError(f"{src}: no {required!r} given; add it under [matrix] "
+                                  "or [defaults]")
+    runs: list[Planned] = []
+    seen: set[str] = set()
+    for combo in itertools.product(*axes.values()):
+        point = dict(zip(axes, combo))
+        if any(all(point.get(k, base.get(k)) == v for k, v in rule.items())
+               for rule in excludes):
+            continue
+        spec = RunSpec.from_dict({**base, **point})
+        if spec.config_hash() in seen:
+            continue
+        seen.add(spec.config_hash())
+        try:
+            validate(spec)
+            runs.append(Planned(spec))
+        except SpecError as exc:
+            runs.append(Planned(spec, str(exc)))
+    if not runs:
+        raise ExperimentError(f"{src}: the matrix expands to no runs (check [[exclude]])")
+    return Experiment(name, data.get("description", ""), tuple(runs), src)
+
+
+def load(path: str | Path, overrides: dict[str, Any] | None = None) -> Experiment:
+    p = Path(path)
+    if not p.is_file():
+        raise ExperimentError(f"experiment file {p} does not exist (see experiments/ for "
+                              "examples)")
+    try:
+        data = tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ExperimentError(f"{p}: not valid TOML: {exc}") from None
+    return from_dict(data, str(p), overrides)

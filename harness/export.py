@@ -1,0 +1,54 @@
+"""Tidy exports of the runs table: one row per run, the documented RUN_COLUMNS."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from harness.store import COLUMN_NAMES, Store
+
+BLOBS = ("spec_json", "manifest_json", "output_tail")
+
+
+def _rows(store: Store, experiment: str | None) -> list[dict]:
+    if experiment:
+        return store.runs("WHERE experiment = ?", (experiment,))
+    return store.runs()
+
+
+def write_csv(store: Store, path: str | Path, experiment: str | None = None) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=COLUMN_NAMES)
+        writer.writeheader()
+        for row in _rows(store, experiment):
+            writer.writerow(row)
+    return path
+
+
+def write_json(store: Store, path: str | Path, experiment: str | None = None) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = _rows(store, experiment)
+    for row in rows:
+        for key in ("spec_json", "manifest_json"):
+            if row.get(key):
+                row[key[:-5]] = json.loads(row.pop(key))
+    path.write_text(json.dumps(rows, indent=1))
+    return path
+
+
+def print_table(store: Store, experiment: str | None = None) -> None:
+    rows = _rows(store, experiment)
+    if not rows:
+        print("no runs stored")
+        return
+    print(f"{'run_id':<17}{'experiment':<12}{'framework':<10}{'model':<10}{'mode':<11}"
+          f"{'batch':>6}{'px':>5}{'status':>9}{'images/s':>10}")
+    for r in rows:
+        ips = f"{r['images_per_s']:.1f}" if r["images_per_s"] else "-"
+        print(f"{r['run_id']:<17}{(r['experiment'] or '')[:11]:<12}{r['framework']:<10}"
+              f"{r['model']:<10}{r['mode']:<11}{r['batch_size']:>6}{r['image_size']:>5}"
+              f"{r['status']:>9}{ips:>10}")

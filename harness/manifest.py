@@ -1,0 +1,61 @@
+"""The host half of the environment manifest (workers add framework and device facts)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import socket
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 0
+
+
+def _git_commit() -> str:
+    if not shutil.which("git"):
+        return "unknown"
+    out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short=12", "HEAD"],
+                         capture_output=True, text=True)
+    if out.returncode:
+        return "unknown"
+    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    return out.stdout.strip() + ("-dirty" if dirty else "")
+
+
+def _nvidia_smi() -> dict:
+    if not shutil.which("nvidia-smi"):
+        return {}
+    out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                          "--format=csv,noheader"], capture_output=True, text=True)
+    if out.returncode or not out.stdout.strip():
+        return {}
+    rows = [r.split(", ") for r in out.stdout.strip().splitlines()]
+    return {"gpus": [r[0] for r in rows], "gpu_driver": rows[0][1]}
+
+
+@lru_cache(maxsize=1)
+def host_manifest() -> dict:
+    return {"host": socket.gethostname(), "os": platform.platform(),
+            "cpu": _cpu_model(), "cores": os.cpu_count() or 1,
+            "memory_bytes": _memory_bytes(), "harness_python": platform.python_version(),
+            "dnnbench_commit": _git_commit(), **_nvidia_smi()}

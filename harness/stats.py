@@ -1,0 +1,66 @@
+"""Robust statistics for timing samples: medians, distribution-free intervals, jitter.
+
+Iteration times are skewed (a slow iteration is far commoner than a fast one), so the
+centre is the median and its 95% interval comes from order statistics (no normality
+assumption); jitter is the scaled median absolute deviation relative to the median.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+def median(xs: list[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    if not n:
+        return math.nan
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def _binom_cdf(k: int, n: int) -> float:
+    return sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+
+
+def median_ci(xs: list[float], level: float = 0.95) -> tuple[float, float]:
+    """Order-statistic interval for the median (exact binomial; (nan, nan) if n < 6)."""
+    s = sorted(xs)
+    n = len(s)
+    if n < 6:
+        return math.nan, math.nan
+    alpha = (1 - level) / 2
+    if n > 1000:  # normal approximation of the binomial
+        half = 0.5 * 1.959964 * math.sqrt(n)
+        lo, hi = int(math.floor(n / 2 - half)), int(math.ceil(n / 2 + half))
+        return s[max(lo, 0)], s[min(hi, n - 1)]
+    k = 0
+    while _binom_cdf(k + 1, n) <= alpha:
+        k += 1
+    return s[k], s[n - 1 - k]
+
+
+def mad(xs: list[float]) -> float:
+    m = median(xs)
+    return 1.4826 * median([abs(x - m) for x in xs])
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    median: float
+    ci_low: float
+    ci_high: float
+    jitter: float  # scaled MAD / median
+
+
+def summarize(xs: list[float]) -> Summary:
+    m = median(xs)
+    lo, hi = median_ci(xs)
+    return Summary(len(xs), m, lo, hi, mad(xs) / m if m else math.nan)
+
+
+def intervals_overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    if any(math.isnan(v) for v in (*a, *b)):
+        return True
+    return a[0] <= b[1] and b[0] <= a[1]

@@ -1,0 +1,131 @@
+"""The results database (SQLite): one row per run, every raw iteration time kept.
+
+Each run is written in one transaction (the run row and all its raw times, or nothing),
+in WAL mode, so a harness killed mid-write leaves a database that passes
+`PRAGMA integrity_check` with no partial rows. Columns are defined once, with units, in
+RUN_COLUMNS; CSV/JSON exports and the report read them from here.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+# (name, SQL type, unit, meaning)
+RUN_COLUMNS: list[tuple[str, str, str, str]] = [
+    ("run_id", "TEXT PRIMARY KEY", "", "unique id of this run"),
+    ("experiment", "TEXT", "", "experiment (sweep) name"),
+    ("config_hash", "TEXT", "", "hash of the RunSpec's measured fields (resume key)"),
+    ("status", "TEXT", "", "ok | failed | timeout | skipped | interrupted"),
+    ("reason", "TEXT", "", "why a run did not finish (empty when ok)"),
+    ("framework", "TEXT", "", "torch | tensorflow | mxnet"),
+    ("model", "TEXT", "", "network name"),
+    ("strategy", "TEXT", "", "single | allreduce | horovod | ps-sync | ps-async"),
+    ("mode", "TEXT", "", "throughput (no added syncs) | breakdown (sync between phases)"),
+    ("device", "TEXT", "", "cpu | cuda"),
+    ("precision", "TEXT", "", "fp32 | amp"),
+    ("batch_size", "INTEGER", "images", "per-device batch size"),
+    ("image_size", "INTEGER", "px", "input height = width"),
+    ("workers", "INTEGER", "", "worker processes (nodes x devices per node)"),
+    ("nodes", "INTEGER", "", "hosts"),
+    ("label", "TEXT", "", "free-text label from the experiment"),
+    ("started", "TEXT", "UTC", "start time, ISO 8601"),
+    ("elapsed_s", "REAL", "s", "wall time of the whole job incl. start-up"),
+    ("images_per_s", "REAL", "images/s", "total throughput = global batch / median t_iter"),
+    ("images_per_s_low", "REAL", "images/s", "95% interval, low end"),
+    ("images_per_s_high", "REAL", "images/s", "95% interval, high end"),
+    ("images_per_s_per_worker", "REAL", "images/s", "images_per_s / workers"),
+    ("t_iter_s", "REAL", "s", "median iteration time (all timed iterations, all trials)"),
+    ("t_iter_low_s", "REAL", "s", "95% interval of the median, low end"),
+    ("t_iter_high_s", "REAL", "s", "95% interval of the median, high end"),
+    ("jitter", "REAL", "fraction", "1.4826 x MAD / median of iteration times"),
+    ("n_iters", "INTEGER", "", "timed iterations (warm-up excluded)"),
+    ("t_io_s", "REAL", "s", "breakdown: median time waiting for the next batch"),
+    ("t_h2d_s", "REAL", "s", "breakdown: median host-to-device copy time"),
+    ("t_forward_s", "REAL", "s", "breakdown: median forward + loss time"),
+    ("t_backward_s", "REAL", "s", "breakdown: median backward time"),
+    ("t_comm_s", "REAL", "s", "breakdown: median gradient aggregation time (no overlap)"),
+    ("t_update_s", "REAL", "s", "breakdown: median optimizer update time"),
+    ("parameters", "INTEGER", "", "trainable parameters the framework built"),
+    ("final_loss", "REAL", "", "training loss after the last trial"),
+    ("output_tail", "TEXT", "", "last output lines of the failing process"),
+    ("spec_json", "TEXT", "", "the full RunSpec"),
+    ("manifest_json", "TEXT", "", "environment manifest: host, versions, settings"),
+]
+COLUMN_NAMES = [c[0] for c in RUN_COLUMNS]
+PHASE_COLUMNS = {"io": "t_io_s", "h2d": "t_h2d_s", "forward": "t_forward_s",
+                 "backward": "t_backward_s", "comm": "t_comm_s", "update": "t_update_s"}
+
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS runs ({", ".join(f"{n} {t}" for n, t, _, _ in RUN_COLUMNS)});
+CREATE INDEX IF NOT EXISTS runs_config ON runs(experiment, config_hash, status);
+CREATE TABLE IF NOT EXISTS iterations (
+    run_id TEXT NOT NULL REFERENCES runs(run_id), rank INTEGER, trial INTEGER,
+    iter INTEGER, seconds REAL);
+CREATE INDEX IF NOT EXISTS iterations_run ON iterations(run_id);
+CREATE TABLE IF NOT EXISTS phases (
+    run_id TEXT NOT NULL REFERENCES runs(run_id), rank INTEGER, trial INTEGER,
+    iter INTEGER, phase TEXT, seconds REAL);
+CREATE INDEX IF NOT EXISTS phases_run ON phases(run_id);
+"""
+
+
+@dataclass
+class RunRecord:
+    row: dict[str, Any]
+    iterations: list[tuple[int, int, int, float]] = field(default_factory=list)
+    phases: list[tuple[int, int, int, str, float]] = field(default_factory=list)
+
+
+class Store:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.conn = sqlite3.connect(str(self.path), timeout=30)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=FULL")
+        self.conn.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def add(self, rec: RunRecord) -> None:
+        row = {k: rec.row.get(k) for k in COLUMN_NAMES}
+        for key in ("spec_json", "manifest_json"):
+            if row[key] is not None and not isinstance(row[key], str):
+                row[key] = json.dumps(row[key], sort_keys=True)
+        with self.conn:  # one transaction: the run and all its raw samples, or nothing
+            self.conn.execute(
+                f"INSERT INTO runs ({', '.join(COLUMN_NAMES)}) VALUES "
+                f"({', '.join('?' for _ in COLUMN_NAMES)})", [row[k] for k in COLUMN_NAMES])
+            self.conn.executemany("INSERT INTO iterations VALUES (?, ?, ?, ?, ?)",
+                                  [(row["run_id"], *it) for it in rec.iterations])
+            self.conn.executemany("INSERT INTO phases VALUES (?, ?, ?, ?, ?, ?)",
+                                  [(row["run_id"], *ph) for ph in rec.phases])
+
+    def completed(self, experiment: str) -> set[str]:
+        cur = self.conn.execute(
+            "SELECT config_hash FROM runs WHERE experiment = ? AND status = 'ok'", (experiment,))
+        return {r[0] for r in cur}
+
+    def runs(self, where: str = "", params: Iterable[Any] = ()) -> list[dict[str, Any]]:
+        cur = self.conn.execute(f"SELECT * FROM runs {where} ORDER BY started", tuple(params))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r)) for r in cur]
+
+    def iteration_times(self, run_id: str) -> list[float]:
+        return [r[0] for r in self.conn.execute(
+            "SELECT seconds FROM iterations WHERE run_id = ? ORDER BY rank, trial, iter",
+            (run_id,))]
+
+    def integrity_ok(self) -> bool:
+        return self.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

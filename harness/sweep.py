@@ -1,0 +1,138 @@
+"""Run an experiment: for each RunSpec, plan its processes, launch them, store the record.
+
+Resumable by construction: a configuration already stored as ok (or failed, or skipped)
+for this experiment is not run again unless asked (`retry_failed`), and each record is
+written in one transaction, so stopping at any point keeps every finished result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import frameworks
+from frameworks.plan import plan
+from harness import collect, envs
+from harness.experiment import Experiment
+from harness.manifest import host_manifest
+from harness.store import RunRecord, Store
+from runners import local
+
+Echo = Callable[[str], None]
+
+
+@dataclass
+class SweepSummary:
+    ok: int = 0
+    failed: int = 0
+    skipped: int = 0
+    reused: int = 0
+    interrupted: bool = False
+
+
+def variant_for(device: str) -> str:
+    return "cuda" if device == "cuda" else "cpu"
+
+
+def worker_source_root() -> str:
+    """A directory holding only this project's packages, for the worker's PYTHONPATH.
+
+    From a source checkout that is the checkout; from an installed copy the packages are
+    staged into the cache, so no other package of the harness's site-packages can leak
+    into a framework's environment.
+    """
+    root = Path(frameworks.__file__).resolve().parent.parent
+    if (root / "setup.cfg").is_file():
+        return str(root)
+    digest = hashlib.sha256()
+    for pkg in ("frameworks", "models", "runners"):
+        for f in sorted((root / pkg).rglob("*.py")):
+            digest.update(f.read_bytes())
+    staged = envs.cache_dir() / "worker-src" / digest.hexdigest()[:12]
+    if not staged.is_dir():
+        tmp = staged.with_suffix(".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        for pkg in ("frameworks", "models", "runners"):
+            shutil.copytree(root / pkg, tmp / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+        tmp.rename(staged)
+    return str(staged)
+
+
+def check_environments(exp: Experiment) -> dict[tuple[str, str], envs.Env]:
+    """Every environment the sweep needs, or EnvError before anything runs."""
+    needed = sorted({(s.framework, variant_for(s.device)) for s in exp.runnable})
+    return {key: envs.find(*key) for key in needed}
+
+
+def _fmt_duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def describe(spec) -> str:
+    return (f"{spec.framework} {spec.model} b{spec.batch_size} {spec.image_size}px "
+            f"{spec.mode} {spec.strategy} x{spec.workers}"
+            + (f" [{spec.label}]" if spec.label else ""))
+
+
+def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
+                   echo: Echo = print, stream_output: bool = False) -> SweepSummary:
+    environments = check_environments(exp)
+    done = {r["config_hash"]: r["status"] for r in store.runs(
+        "WHERE experiment = ?", (exp.name,))}
+    keep = {"ok", "skipped"} | (set() if retry_failed else {"failed", "timeout"})
+    summary = SweepSummary()
+    todo = [p for p in exp.runs if done.get(p.spec.config_hash()) not in keep]
+    summary.reused = len(exp.runs) - len(todo)
+    if summary.reused:
+        echo(f"resuming {exp.name}: {summary.reused} of {len(exp.runs)} runs already stored, "
+             f"{len(todo)} to go")
+    source_root = worker_source_root()
+    host = host_manifest()
+    t0 = time.monotonic()
+    measured = 0
+    for i, planned in enumerate(todo, start=1):
+        spec = planned.spec
+        head = f"[{i}/{len(todo)}] {describe(spec)}"
+        if planned.skip_reason:
+            store.add(RunRecord(collect.base_row(spec, exp.name, collect.new_run_id(),
+                                                 "skipped", planned.skip_reason,
+                                                 {"host": host})))
+            summary.skipped += 1
+            echo(f"{head}: skipped: {planned.skip_reason}")
+            continue
+        env = environments[(spec.framework, variant_for(spec.device))]
+        run_id = collect.new_run_id()
+        procs = plan(spec, env.python, source_root, run_id)
+        on_line = (lambda tag, line: print(f"  [{tag}] {line}", file=sys.stderr)) \
+            if stream_output else None
+        started = time.monotonic()
+        try:
+            job = local.launch(procs, spec.timeout_s, on_line=on_line)
+        except KeyboardInterrupt:
+            summary.interrupted = True
+            echo(f"{head}: interrupted; every finished run is stored, rerun the same command "
+                 "to resume")
+            break
+        rec = collect.record(spec, exp.name, run_id, job, host)
+        store.add(rec)
+        measured += 1
+        row = rec.row
+        elapsed = time.monotonic() - t0
+        left = sum(1 for p in todo[i:] if not p.skip_reason)
+        eta = elapsed / measured * left
+        took = _fmt_duration(time.monotonic() - started)
+        if row["status"] == "ok":
+            summary.ok += 1
+            echo(f"{head}: {row['images_per_s']:.1f} images/s, t_iter "
+                 f"{row['t_iter_s'] * 1e3:.1f} ms (jitter {row['jitter'] * 100:.1f}%) in {took}"
+                 f"; elapsed {_fmt_duration(elapsed)}, ETA {_fmt_duration(eta)}")
+        else:
+            summary.failed += 1
+            echo(f"{head}: {row['status']}: {row['reason']} (after {took})")
+    return summary

@@ -1,0 +1,1 @@
+"""Self-contained HTML (and later Markdown/CSV) reports rendered with jinja2."""

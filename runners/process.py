@@ -1,0 +1,161 @@
+"""Every process the project starts goes through `run_job` (Horovod's safe_shell_exec idea).
+
+It starts each process in its own session (so it and everything it forks share a
+process group), streams output line by line with the process's tag, and on a timeout, on
+the first process that fails, or on Ctrl-C, tears down every process tree of the job:
+SIGTERM to each group and each descendant found in /proc, then SIGKILL after a grace
+period. Only PIDs this function started (and their descendants) are ever signalled.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import threading
+import time
+from typing import Callable
+
+from runners.spec import JobResult, ProcessResult, ProcessSpec
+
+GRACE_S = 3.0
+LineCallback = Callable[[str, str], None]  # (process tag, line)
+
+
+def _scan() -> list[tuple[int, int, int, str]]:
+    """(pid, ppid, process group, state) of every process visible in /proc."""
+    rows = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read().decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        rows.append((int(entry), int(fields[1]), int(fields[2]), fields[0]))
+    return rows
+
+
+def tree(pid: int, rows: list[tuple[int, int, int, str]] | None = None) -> list[int]:
+    """Live (non-zombie) descendants of pid plus members of its process group."""
+    rows = _scan() if rows is None else rows
+    kids: dict[int, list[int]] = {}
+    for child, parent, _, state in rows:
+        if state != "Z":
+            kids.setdefault(parent, []).append(child)
+    out = {p for p, _, group, state in rows if group == pid and state != "Z" and p != pid}
+    todo = [pid]
+    while todo:
+        for child in kids.get(todo.pop(), []):
+            if child not in out:
+                out.add(child)
+            todo.append(child)
+    return sorted(out)
+
+
+def _signal(procs: list[subprocess.Popen], sig: int) -> int:
+    """Signal each job process, its group and descendants; return how many were alive."""
+    rows = _scan()
+    alive = 0
+    for p in procs:
+        targets = tree(p.pid, rows)
+        if p.poll() is None:
+            targets.append(p.pid)
+        alive += len(targets)
+        for pid in targets:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+    return alive
+
+
+def terminate(procs: list[subprocess.Popen], grace: float = GRACE_S) -> None:
+    """SIGTERM every tree, wait up to `grace`, then SIGKILL what is left, and reap."""
+    if not _signal(procs, signal.SIGTERM):
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if not any(p.poll() is None for p in procs) and not any(
+                tree(p.pid) for p in procs):
+            break
+        time.sleep(0.05)
+    _signal(procs, signal.SIGKILL)
+    for p in procs:
+        try:
+            p.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _preexec(limit: int | None) -> Callable[[], None] | None:
+    if limit is None:
+        return None
+
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return apply
+
+
+def _pump(proc: subprocess.Popen, tag: str, sink: list[str], on_line: LineCallback | None) -> None:
+    assert proc.stdout is not None
+    for raw in proc.stdout:
+        line = raw.rstrip("\n")
+        sink.append(line)
+        if on_line is not None:
+            on_line(tag, line)
+
+
+def run_job(specs: list[ProcessSpec], timeout: float, base_env: dict[str, str] | None = None,
+            on_line: LineCallback | None = None) -> JobResult:
+    """Run all processes to completion; any failure or the timeout ends the whole job."""
+    env0 = dict(os.environ if base_env is None else base_env)
+    procs: list[subprocess.Popen] = []
+    sinks: list[list[str]] = []
+    pumps: list[threading.Thread] = []
+    start = time.monotonic()
+    timed_out = interrupted = False
+    failed: str | None = None
+    try:
+        for spec in specs:
+            proc = subprocess.Popen(
+                list(spec.argv), env={**env0, **spec.env}, cwd=spec.cwd,
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                text=True, errors="replace", bufsize=1, start_new_session=True,
+                preexec_fn=_preexec(spec.memory_limit_bytes))
+            sink: list[str] = []
+            pump = threading.Thread(target=_pump, args=(proc, spec.tag, sink, on_line),
+                                    daemon=True)
+            pump.start()
+            procs.append(proc)
+            sinks.append(sink)
+            pumps.append(pump)
+        deadline = start + timeout
+        while True:
+            codes = [p.poll() for p in procs]
+            bad = [s.tag for s, c in zip(specs, codes) if c not in (None, 0)]
+            if bad:
+                failed = bad[0]
+                break
+            if all(c is not None for c in codes):
+                break
+            if time.monotonic() > deadline:
+                timed_out = True
+                break
+            time.sleep(0.02)
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        terminate(procs)
+        for pump in pumps:
+            pump.join(timeout=GRACE_S)
+    results = [ProcessResult(s, p.returncode, sink) for s, p, sink in zip(specs, procs, sinks)]
+    if timed_out and failed is None:
+        failed = next((r.spec.tag for r in results if r.returncode not in (0,)), None)
+    return JobResult(results, time.monotonic() - start, timed_out=timed_out,
+                     interrupted=interrupted, failed_tag=failed)
