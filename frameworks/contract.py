@@ -45,7 +45,12 @@ SUPPORT: dict[str, FrameworkSupport] = {
 
 
 class SpecError(ValueError):
-    """A RunSpec field has a value that cannot run; the message says which and how to fix."""
+    """A RunSpec field has an invalid value; the message says which and how to fix."""
+
+
+class UnsupportedError(SpecError):
+    """Valid values whose combination cannot run (a strategy a framework lacks, an image
+    too small for a network): a sweep records these as skipped, with this reason."""
 
 
 @dataclass(frozen=True)
@@ -125,9 +130,14 @@ def validate(spec: RunSpec) -> None:
     _choice("model", spec.model, MODELS)
     _choice("mode", spec.mode, MODES)
     sup = SUPPORT[spec.framework]
-    _choice("device", spec.device, sup.devices)
-    _choice("precision", spec.precision, sup.precisions)
-    _choice("layout", spec.layout, sup.layouts)
+    _choice("device", spec.device, DEVICES)
+    _choice("precision", spec.precision, PRECISIONS)
+    _choice("layout", spec.layout, LAYOUTS)
+    for name, allowed in (("device", sup.devices), ("precision", sup.precisions),
+                          ("layout", sup.layouts)):
+        if getattr(spec, name) not in allowed:
+            raise UnsupportedError(f"{name} = {getattr(spec, name)!r} is unsupported for "
+                                   f"{spec.framework}; supported: {', '.join(allowed)}")
     _positive(spec, "batch_size", "image_size", "num_classes", "steps", "trials", "nodes",
               "devices_per_node")
     if spec.warmup < 0 or spec.threads < 0 or spec.loss_every < 0:
@@ -136,7 +146,7 @@ def validate(spec: RunSpec) -> None:
         raise SpecError(f"timeout_s = {spec.timeout_s!r} must be > 0 seconds")
     if spec.strategy not in sup.strategies:
         why = sup.unsupported.get(spec.strategy, "not implemented for this framework yet")
-        raise SpecError(f"strategy = {spec.strategy!r} is unsupported for {spec.framework}: "
+        raise UnsupportedError(f"strategy = {spec.strategy!r} is unsupported for {spec.framework}: "
                         f"{why}; supported: {', '.join(sup.strategies)}")
     if spec.strategy == "single" and spec.workers != 1:
         raise SpecError(f"strategy 'single' runs one worker, but nodes x devices_per_node = "
@@ -146,7 +156,7 @@ def validate(spec: RunSpec) -> None:
     try:
         cost(spec.model, spec.image_size, spec.num_classes)
     except ShapeError as exc:
-        raise SpecError(f"image_size = {spec.image_size}: {exc}") from None
+        raise UnsupportedError(f"image_size = {spec.image_size}: {exc}") from None
 
 
 class Trainer(Protocol):

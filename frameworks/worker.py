@@ -62,16 +62,16 @@ def main() -> int:
     try:
         run(RunSpec.from_json(text))
     except (WorkerError, SpecError) as exc:
-        events.emit(events.ERROR, reason=str(exc), kind=type(exc).__name__)
+        events.emit(events.ERROR, reason=str(exc), error_type=type(exc).__name__)
         return 1
     except MemoryError:
-        events.emit(events.ERROR, reason="out of memory", kind="MemoryError")
+        events.emit(events.ERROR, reason="out of memory", error_type="MemoryError")
         return 1
     except Exception as exc:  # noqa: BLE001 - any framework failure becomes a record
         traceback.print_exc()
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         events.emit(events.ERROR, reason=f"{type(exc).__name__}: {first}"[:500],
-                    kind=type(exc).__name__)
+                    error_type=type(exc).__name__)
         return 1
     return 0
 

@@ -161,7 +161,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if "framework" not in overrides or "model" not in overrides:
             raise UserError("give --experiment FILE, or both --framework and --model "
                             "(see dnnbench run --help)")
-        exp = experiment.from_dict({"name": args.name or "adhoc"}, "command line", overrides)
+        exp = experiment.from_dict({"name": args.name or "adhoc"}, "command line", overrides,
+                                   strict=True)
     if args.name:
         exp = experiment.Experiment(args.name, exp.description, exp.runs, exp.source)
     print(f"experiment {exp.name}: {len(exp.runs)} runs "

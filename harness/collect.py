@@ -18,7 +18,7 @@ def new_run_id() -> str:
 
 
 def now_iso() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def base_row(spec: RunSpec, experiment: str, run_id: str, status: str, reason: str = "",

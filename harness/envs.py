@@ -113,7 +113,8 @@ def setup(framework: str, variant: str = "cpu", force: bool = False,
                 module = SUPPORT[framework].import_name
                 probe = subprocess.run(
                     [py, "-c", f"import {module}, json, sys; print(json.dumps("
-                               f"{{'version': {module}.__version__, 'python': sys.version.split()[0]}}))"],
+                               f"{{'version': {module}.__version__, "
+                               "'python': sys.version.split()[0]}))"],
                     capture_output=True, text=True)
                 if probe.returncode:
                     raise EnvError(f"{module} does not import in the new environment: "

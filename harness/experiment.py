@@ -25,7 +25,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from frameworks.contract import RunSpec, SpecError, validate
+from frameworks.contract import RunSpec, SpecError, UnsupportedError, validate
 
 SPEC_FIELDS = {f.name: f for f in fields(RunSpec)}
 TOP_KEYS = {"name", "description", "defaults", "matrix", "exclude"}
@@ -71,12 +71,15 @@ def _check_value(src: str, where: str, name: str, value: Any) -> Any:
     if want is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if not isinstance(value, want) or (want is int and isinstance(value, bool)):
-        raise ExperimentError(f"{src}: {where}.{name} = {value!r} must be a {want.__name__}")
+        kind = {int: "a whole number", float: "a number", str: "a string",
+                bool: "true or false"}.get(want, want.__name__)
+        raise ExperimentError(f"{src}: {where}.{name} = {value!r} must be {kind}")
     return value
 
 
 def from_dict(data: dict[str, Any], src: str = "<experiment>",
-              overrides: dict[str, Any] | None = None) -> Experiment:
+              overrides: dict[str, Any] | None = None, strict: bool = False) -> Experiment:
+    """Expand `data`; with strict=True an unsupported combination is an error, not a skip."""
     unknown = set(data) - TOP_KEYS
     if unknown:
         key = sorted(unknown)[0]
@@ -119,8 +122,12 @@ def from_dict(data: dict[str, Any], src: str = "<experiment>",
         try:
             validate(spec)
             runs.append(Planned(spec))
-        except SpecError as exc:
+        except UnsupportedError as exc:
+            if strict:
+                raise
             runs.append(Planned(spec, str(exc)))
+        except SpecError as exc:
+            raise ExperimentError(f"{src}: {exc}") from None
     if not runs:
         raise ExperimentError(f"{src}: the matrix expands to no runs (check [[exclude]])")
     return Experiment(name, data.get("description", ""), tuple(runs), src)

@@ -37,8 +37,8 @@ def _git_commit() -> str:
                          capture_output=True, text=True)
     if out.returncode:
         return "unknown"
-    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain",
+                            "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
     return out.stdout.strip() + ("-dirty" if dirty else "")
 
 

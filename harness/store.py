@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 # (name, SQL type, unit, meaning)
 RUN_COLUMNS: list[tuple[str, str, str, str]] = [

@@ -11,9 +11,9 @@ import hashlib
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import frameworks
 from frameworks.plan import plan

@@ -6,7 +6,7 @@ performance model without any deep-learning framework or even NumPy.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from models.alexnet import alexnet
 from models.googlenet import googlenet
@@ -29,5 +29,6 @@ def build(name: str, num_classes: int = 1000) -> Network:
     try:
         factory = NETWORKS[name]
     except KeyError:
-        raise UnknownModelError(f"unknown model {name!r}; known models: {', '.join(NETWORKS)}") from None
+        raise UnknownModelError(
+            f"unknown model {name!r}; known models: {', '.join(NETWORKS)}") from None
     return factory(num_classes)

@@ -4,8 +4,17 @@ Its three stride-2 max pools and stride-4 first conv need at least 63 px of inpu
 the cost model rejects smaller sizes with that figure instead of building an empty map.
 """
 
-from models.ir import AdaptiveAvgPool, Conv, Dense, Dropout, Flatten, GraphBuilder, MaxPool, \
-    Network, ReLU
+from models.ir import (
+    AdaptiveAvgPool,
+    Conv,
+    Dense,
+    Dropout,
+    Flatten,
+    GraphBuilder,
+    MaxPool,
+    Network,
+    ReLU,
+)
 
 
 def alexnet(num_classes: int = 1000) -> Network:

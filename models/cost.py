@@ -16,8 +16,22 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from models import build
-from models.ir import (INPUT, LRN, PARAM_NAMES, AdaptiveAvgPool, Add, BatchNorm, Concat, Conv,
-                       Dense, Dropout, Flatten, MaxPool, Network, ReLU)
+from models.ir import (
+    INPUT,
+    LRN,
+    PARAM_NAMES,
+    AdaptiveAvgPool,
+    Add,
+    BatchNorm,
+    Concat,
+    Conv,
+    Dense,
+    Dropout,
+    Flatten,
+    MaxPool,
+    Network,
+    ReLU,
+)
 
 FP32_BYTES = 4
 

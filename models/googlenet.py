@@ -4,8 +4,16 @@ torchvision's "5x5" branch is a 3x3 conv and its pools use ceil mode; both matte
 6,624,904-parameter reference count.
 """
 
-from models.ir import AdaptiveAvgPool, Concat, Dense, Dropout, Flatten, GraphBuilder, \
-    MaxPool, Network
+from models.ir import (
+    AdaptiveAvgPool,
+    Concat,
+    Dense,
+    Dropout,
+    Flatten,
+    GraphBuilder,
+    MaxPool,
+    Network,
+)
 
 BN_EPS = 1e-3
 

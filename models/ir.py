@@ -15,7 +15,6 @@ Conventions (they mirror torchvision, the reference for the parameter counts):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 INPUT = "input"
 
@@ -92,8 +91,8 @@ class Add:
     """Element-wise sum of the inputs (residual connections)."""
 
 
-Op = Union[Conv, BatchNorm, ReLU, MaxPool, AdaptiveAvgPool, LRN, Flatten, Dense, Dropout,
-           Concat, Add]
+Op = (Conv | BatchNorm | ReLU | MaxPool | AdaptiveAvgPool | LRN | Flatten | Dense | Dropout
+      | Concat | Add)
 
 #: Ops that own trainable parameters, and the names of those parameters in spec order.
 PARAM_NAMES: dict[type, tuple[str, ...]] = {

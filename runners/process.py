@@ -15,7 +15,7 @@ import signal
 import subprocess
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from runners.spec import JobResult, ProcessResult, ProcessSpec
 

@@ -6,8 +6,21 @@ import torch
 from torch import nn
 
 from models.cost import NetworkCost
-from models.ir import (INPUT, LRN, AdaptiveAvgPool, Add, BatchNorm, Concat, Conv, Dense, Dropout,
-                       Flatten, MaxPool, Network, ReLU)
+from models.ir import (
+    INPUT,
+    LRN,
+    AdaptiveAvgPool,
+    Add,
+    BatchNorm,
+    Concat,
+    Conv,
+    Dense,
+    Dropout,
+    Flatten,
+    MaxPool,
+    Network,
+    ReLU,
+)
 
 
 def module_key(layer_name: str) -> str:

@@ -1,0 +1,27 @@
+"""Shared fixtures. Framework environments are the real cached ones (`dnnbench env setup`)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None,
+            timeout: float = 600) -> subprocess.CompletedProcess:
+    """The installed console script, as a user runs it."""
+    exe = Path(sys.executable).parent / "dnnbench"
+    return subprocess.run([str(exe), *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+
+
+@pytest.fixture(scope="session")
+def torch_env():
+    from harness import envs
+
+    return envs.setup("torch", "cpu", echo=lambda s: None)

@@ -1,0 +1,107 @@
+"""`dnnbench` end to end, as a user runs it: results DB, CSV, HTML; bad input in one line."""
+
+import csv
+import json
+import sqlite3
+
+import pytest
+
+from tests.conftest import run_cli
+
+
+def test_run_end_to_end_writes_db_csv_and_report(tmp_path, torch_env):
+    db, out_csv, html = tmp_path / "r.db", tmp_path / "r.csv", tmp_path / "r.html"
+    exp = tmp_path / "e.toml"
+    exp.write_text("""
+name = "e2e"
+[defaults]
+image_size = 32
+batch_size = 4
+steps = 3
+warmup = 1
+trials = 2
+num_classes = 10
+label = "<script>alert(1)</script>"
+[matrix]
+framework = ["torch"]
+model = ["googlenet", "resnet50", "alexnet"]
+mode = ["throughput", "breakdown"]
+[[exclude]]
+model = "googlenet"
+mode = "breakdown"
+""")
+    r = run_cli("run", "-e", str(exp), "--db", str(db), "--csv", str(out_csv),
+                "--report", str(html))
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "skipped: image_size = 32" in r.stdout  # alexnet cannot run at 32 px
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT model, mode, status, images_per_s, n_iters FROM runs").fetchall()
+    assert len(rows) == 5
+    ok = [r for r in rows if r[2] == "ok"]
+    assert len(ok) == 3 and all(r[3] > 0 and r[4] == 6 for r in ok)
+    assert con.execute("SELECT count(*) FROM iterations").fetchone()[0] == 3 * 6
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    with open(out_csv) as fh:
+        table = list(csv.DictReader(fh))
+    assert len(table) == 5
+    page = html.read_text()
+    for *_, ips, _ in ok:
+        assert f"{ips:.3g}" in page
+    assert "<script>alert(1)</script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "http://" not in page and "https://" not in page  # self-contained
+
+    # Re-running resumes: nothing is measured twice, no duplicate rows.
+    r2 = run_cli("run", "-e", str(exp), "--db", str(db))
+    assert r2.returncode == 0 and "5 already stored" in r2.stdout
+    assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 5
+
+
+def test_single_run_from_flags_and_results_export(tmp_path, torch_env):
+    db = tmp_path / "r.db"
+    r = run_cli("run", "--framework", "torch", "--model", "resnet50", "--batch", "2",
+                "--image-size", "32", "--steps", "2", "--warmup", "0", "--trials", "1",
+                "--db", str(db))
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "r.json"
+    assert run_cli("results", "--db", str(db), "--json", str(out)).returncode == 0
+    data = json.loads(out.read_text())
+    assert data[0]["spec"]["batch_size"] == 2 and data[0]["status"] == "ok"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "--framework", "caffe", "--model", "resnet50"], "framework = 'caffe' is not one of"),
+    (["run", "--framework", "torch", "--model", "vgg"], "model = 'vgg' is not one of"),
+    (["run", "--framework", "torch"], "give --experiment FILE, or both --framework and --model"),
+    (["run", "-e", "missing.toml"], "does not exist"),
+    (["models", "--layers", "vgg"], "unknown model 'vgg'"),
+    (["report", "--db", "nope.db"], "does not exist"),
+    (["env", "setup", "caffe"], "unknown framework 'caffe'"),
+])
+def test_bad_input_gives_one_line_and_exit_2(tmp_path, args, message):
+    r = run_cli(*args, cwd=tmp_path)
+    assert r.returncode == 2
+    assert r.stderr.startswith("dnnbench: error:") and message in r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_missing_environment_names_the_fix(tmp_path):
+    r = run_cli("run", "--framework", "torch", "--model", "resnet50", "--image-size", "32",
+                "--db", str(tmp_path / "r.db"), env={"DNNBENCH_CACHE": str(tmp_path / "empty")})
+    assert r.returncode == 2 and "run: dnnbench env setup torch" in r.stderr
+
+
+def test_failed_worker_is_stored_and_earlier_results_kept(tmp_path, torch_env):
+    db = tmp_path / "r.db"
+    common = ["--framework", "torch", "--model", "resnet50", "--steps", "1", "--warmup", "0",
+              "--trials", "1", "--db", str(db)]
+    assert run_cli("run", *common, "--image-size", "32", "--batch", "2").returncode == 0
+    r = run_cli("run", *common, "--image-size", "224", "--batch", "200000")
+    assert r.returncode == 1 and "failed" in r.stdout
+    con = sqlite3.connect(db)
+    assert sorted(s for (s,) in con.execute("SELECT status FROM runs")) == ["failed", "ok"]
+
+
+def test_models_table(tmp_path):
+    r = run_cli("models")
+    assert r.returncode == 0 and "61,100,840" in r.stdout and "4.089" in r.stdout

@@ -1,0 +1,62 @@
+"""Experiment files: matrix expansion, exclusion, and one clear line per malformed file."""
+
+import pytest
+
+from harness.experiment import ExperimentError, load
+
+GOOD = """
+name = "t"
+[defaults]
+image_size = 64
+steps = 2
+[matrix]
+framework = ["torch"]
+model = ["alexnet", "resnet50"]
+mode = ["throughput", "breakdown"]
+strategy = ["single", "ps-sync"]
+[[exclude]]
+model = "alexnet"
+mode = "breakdown"
+"""
+
+
+def write(tmp_path, text):
+    p = tmp_path / "exp.toml"
+    p.write_text(text)
+    return p
+
+
+def test_matrix_expands_excludes_and_keeps_unsupported_as_skipped(tmp_path):
+    exp = load(write(tmp_path, GOOD))
+    assert exp.name == "t" and len(exp.runs) == 6  # 2 x 2 x 2 minus 2 excluded
+    skipped = [p for p in exp.runs if p.skip_reason]
+    assert len(skipped) == 3 and all("parameter server" in p.skip_reason for p in skipped)
+    assert {s.image_size for s in exp.runnable} == {64}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("name = 'x'\n[matrix\nmodel = 1", "not valid TOML"),
+    ("[matrix]\nmodl = ['resnet50']\nframework=['torch']", "unknown key 'modl' (did you mean 'model'?)"),
+    ("[matrix]\nmodel = ['resnet50']", "no 'framework' given"),
+    ("[matrix]\nframework=['torch']\nmodel = ['resnet50']\nbatch_size = ['big']", "batch_size = 'big' must be a whole number"),
+    ("[matrix]\nframework=['torch']\nmodel = []", "matrix.model is an empty list"),
+    ("[defaults]\nsteps = true\n[matrix]\nframework=['torch']\nmodel=['resnet50']", "steps = True must be a whole number"),
+    ("sweep = 1\n[matrix]\nframework=['torch']", "unknown top-level key 'sweep'"),
+    ("[matrix]\nframework=['torch']\nmodel=['resnet50']\n[[exclude]]\nmodel='resnet50'", "expands to no runs"),
+])
+def test_malformed_files_give_one_line_naming_file_and_key(tmp_path, text, message):
+    with pytest.raises(ExperimentError) as info:
+        load(write(tmp_path, text))
+    msg = str(info.value)
+    assert str(tmp_path / "exp.toml") in msg and message in msg and "\n" not in msg
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ExperimentError, match="does not exist"):
+        load(tmp_path / "nope.toml")
+
+
+def test_shipped_experiments_are_valid():
+    from pathlib import Path
+    for path in sorted((Path(__file__).parent.parent / "experiments").glob("*.toml")):
+        assert load(path).runs
