@@ -13,25 +13,25 @@ help:
 	@echo "make bench      benchmarks of the harness itself (bench/)"
 
 demo:
-	@venv=$$(scripts/bootstrap); \
+	@venv=$$(harness/bootstrap.sh); \
 	$$venv/bin/dnnbench env setup $(FRAMEWORKS); \
 	$$venv/bin/dnnbench run --experiment experiments/default.toml \
 	    --db $(RESULTS)/default.db --csv $(RESULTS)/default.csv --report $(RESULTS)/report.html
 
 test:
-	@venv=$$(scripts/bootstrap); \
+	@venv=$$(harness/bootstrap.sh); \
 	$$venv/bin/dnnbench env setup $(FRAMEWORKS); \
 	$$venv/bin/ruff check .; \
 	$$venv/bin/python -m pytest -q -rs
 
 test-fast:
-	@venv=$$(scripts/bootstrap); $$venv/bin/python -m pytest -q -m "not slow"
+	@venv=$$(harness/bootstrap.sh); $$venv/bin/python -m pytest -q -m "not slow"
 
 lint:
-	@venv=$$(scripts/bootstrap); $$venv/bin/ruff check .
+	@venv=$$(harness/bootstrap.sh); $$venv/bin/ruff check .
 
 bench:
-	@venv=$$(scripts/bootstrap); \
+	@venv=$$(harness/bootstrap.sh); \
 	$$venv/bin/dnnbench env setup torch; \
 	$$venv/bin/python bench/run.py
 

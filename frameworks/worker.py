@@ -46,6 +46,12 @@ def run(spec: RunSpec) -> None:
                           "would not be comparable")
     warm_up(trainer, spec.warmup)
     for trial in range(spec.trials):
+        if spec.mode == "breakdown":
+            # A paired throughput trial in the same process, right before each breakdown
+            # trial: the cost of breakdown's syncs, measured free of between-run noise.
+            paired = run_trial(trainer, spec.steps, "throughput")
+            events.emit(events.TRIAL, rank=rank, trial=trial, iter_times=paired.iter_times,
+                        wall=paired.wall, phases={}, paired=True)
         result = run_trial(trainer, spec.steps, spec.mode, spec.loss_every)
         events.emit(events.TRIAL, rank=rank, trial=trial, iter_times=result.iter_times,
                     wall=result.wall, phases=result.phases)

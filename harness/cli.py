@@ -89,6 +89,52 @@ def build_parser() -> argparse.ArgumentParser:
     p_rep.add_argument("--experiment", help="only this experiment")
     p_rep.add_argument("-o", "--output", default="results/report.html")
 
+    p_pred = sub.add_parser(
+        "predict", help="predict t_iter, throughput and scaling efficiency",
+        description="Performance model: t_iter = io + h2d + forward + backward + update + "
+                    "exposed communication. Compute comes from --t-forward/--t-backward, a "
+                    "--device-preset FLOPs estimate, or a stored single-device run in --db.",
+        epilog="examples:\n  dnnbench predict --framework torch --model resnet50 --batch 32 "
+               "--nodes 4 --devices-per-node 4 --strategy allreduce --link ib56 "
+               "--intra pcie3 --device-preset p40\n  dnnbench predict --model resnet50 "
+               "--batch 16 --image-size 64 --framework torch --workers 1,2,4,8,16 --link "
+               "10gbe\n  dnnbench predict --validate --db results/default.db",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p_pred.add_argument("--framework", default="torch")
+    p_pred.add_argument("--model", default="resnet50")
+    p_pred.add_argument("--batch", type=int, default=32, help="per-device batch")
+    p_pred.add_argument("--image-size", type=int, default=224)
+    p_pred.add_argument("--nodes", type=int, default=1)
+    p_pred.add_argument("--devices-per-node", type=int, default=1)
+    p_pred.add_argument("--workers", help="comma list of total workers: a scaling table")
+    p_pred.add_argument("--strategy", default="allreduce", choices=["allreduce", "horovod", "ps"])
+    p_pred.add_argument("--algorithm", default="ring",
+                        choices=["ring", "recursive-doubling", "tree", "hierarchical"])
+    p_pred.add_argument("--link", default="10gbe", help="inter-node link profile (links.toml)")
+    p_pred.add_argument("--intra", default="shm", help="intra-node link profile")
+    p_pred.add_argument("--no-overlap", action="store_true", help="communication after backward")
+    p_pred.add_argument("--fusion-mb", type=float, help="fusion buffer MiB (strategy default)")
+    p_pred.add_argument("--ps", type=int, default=1, help="parameter servers (strategy ps)")
+    p_pred.add_argument("--placement", default="greedy", choices=["greedy", "round-robin"])
+    p_pred.add_argument("--device-preset", help="FLOPs estimate: p40 | v100 | a100 | knl")
+    p_pred.add_argument("--t-forward", type=float, help="seconds per iteration, one device")
+    p_pred.add_argument("--t-backward", type=float)
+    p_pred.add_argument("--t-update", type=float, default=0.0)
+    p_pred.add_argument("--db", default=DEFAULT_DB, help="measurements for compute and --validate")
+    p_pred.add_argument("--validate", action="store_true",
+                        help="predicted vs measured for every stored run the model covers")
+    p_pred.add_argument("--links", action="store_true", help="list link profiles and exit")
+
+    p_ps = sub.add_parser("ps-placement", help="parameter-server load per placement policy")
+    p_ps.add_argument("--model", default="resnet50")
+    p_ps.add_argument("--ps", default="1,2,4,8,16,32,54,64",
+                      help="server counts: comma list or range like 1..64")
+    p_ps.add_argument("--detail", type=int, metavar="P", help="bytes per server at P servers")
+
+    p_paper = sub.add_parser("paper", help="reproduce the source papers' headline shapes")
+    p_paper.add_argument("which", choices=["cori", "shi"],
+                         help="cori: Mathuriya et al. 2017; shi: Shi, Wang & Chu 2017")
+
     p_res = sub.add_parser("results", help="list stored runs; export CSV/JSON")
     p_res.add_argument("--db", default=DEFAULT_DB)
     p_res.add_argument("--experiment")
@@ -215,8 +261,131 @@ def cmd_results(args: argparse.Namespace) -> int:
     return 0
 
 
+def _int_list(text: str, what: str) -> list[int]:
+    try:
+        if ".." in text:
+            lo, hi = text.split("..")
+            return list(range(int(lo), int(hi) + 1))
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"{what} = {text!r}: give a comma list (1,2,4) or a range (1..64)") \
+            from None
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from harness.perfmodel import network
+    from harness.perfmodel import predict as pm
+    from harness.perfmodel.measured import NoMeasurement, compute_from_store
+    from harness.perfmodel.validate import checks, median_abs_error
+    from harness.store import Store
+    from models.cost import cost
+
+    if args.links:
+        for lk in network.links().values():
+            print(f"{lk.name:<11} alpha {lk.alpha * 1e6:>7.1f} us  {lk.bandwidth / 1e9:>7.2f} GB/s"
+                  f"  {lk.description}")
+        return 0
+    if args.validate:
+        if not Path(args.db).is_file():
+            raise UserError(f"results database {args.db} does not exist")
+        with Store(args.db) as store:
+            cs = checks(store, intra=args.intra, inter=args.link)
+        if not cs:
+            print("no stored run the model can check (needs throughput runs with a matching "
+                  "breakdown run, or multi-worker runs)")
+            return 0
+        print(f"{'configuration':<46} {'measured':>10} {'predicted':>10} {'error':>8}")
+        for c in cs:
+            print(f"{c.label:<46} {c.measured * 1e3:>8.1f}ms {c.predicted * 1e3:>8.1f}ms "
+                  f"{c.error:>+8.1%}")
+        print(f"median absolute error: {median_abs_error(cs):.1%} over {len(cs)} runs "
+              "(target <= 10%)")
+        return 0
+    for name in (args.link, args.intra):
+        network.link(name)
+    net = cost(args.model, args.image_size)
+    if args.t_forward is not None or args.t_backward is not None:
+        if args.t_forward is None or args.t_backward is None:
+            raise UserError("give both --t-forward and --t-backward (seconds per iteration)")
+        compute = pm.Compute(args.t_forward, args.t_backward, args.t_update,
+                             source="given on the command line")
+    elif args.device_preset:
+        compute = pm.Compute.from_flops(net, args.batch, args.device_preset)
+    else:
+        if not Path(args.db).is_file():
+            raise UserError(f"no compute times: give --t-forward/--t-backward, --device-preset "
+                            f"or a results DB with a single-device run (--db {args.db} does "
+                            "not exist)")
+        with Store(args.db) as store:
+            try:
+                compute = compute_from_store(store, args.framework, args.model, args.batch,
+                                             args.image_size)
+            except NoMeasurement as exc:
+                raise UserError(str(exc)) from None
+    fusion = int(args.fusion_mb * 2**20) if args.fusion_mb is not None else None
+    scen = pm.Scenario(args.model, args.batch, args.nodes, args.devices_per_node, args.strategy,
+                       args.algorithm, args.intra, args.link, not args.no_overlap, fusion,
+                       args.ps, args.placement, args.image_size)
+    preds = (pm.sweep_workers(scen, compute, _int_list(args.workers, "--workers"))
+             if args.workers else [pm.predict(scen, compute)])
+    print(f"{'workers':>7} {'nodes':>5} {'t_iter ms':>10} {'images/s':>10} {'eff':>7} "
+          f"{'f ms':>8} {'b ms':>8} {'u ms':>7} {'comm ms':>8} {'exposed':>8}")
+    for p in preds:
+        b = p.breakdown()
+        print(f"{p.scenario.workers:>7} {p.scenario.nodes:>5} {p.t_iter * 1e3:>10.1f} "
+              f"{p.throughput:>10.1f} {p.efficiency:>7.1%} {b['forward'] * 1e3:>8.1f} "
+              f"{b['backward'] * 1e3:>8.1f} {b['update'] * 1e3:>7.1f} {p.t_comm * 1e3:>8.1f} "
+              f"{p.t_comm_exposed * 1e3:>8.1f}")
+    print("assumptions:")
+    for note in preds[-1].assumptions:
+        print(f"  - {note}")
+    return 0
+
+
+def cmd_ps_placement(args: argparse.Namespace) -> int:
+    from harness.perfmodel.placement import place
+    from models.cost import cost
+
+    net = cost(args.model)
+    tensors = [(t.key, t.nbytes) for t in net.tensors]
+    if args.detail:
+        for policy in ("round-robin", "greedy"):
+            plc = place(tensors, args.detail, policy)
+            mb = ", ".join(f"{b / 1e6:.1f}" for b in plc.bytes_per_server)
+            print(f"{policy:<12} MB per server: {mb}")
+        return 0
+    print(f"{args.model}: {len(tensors)} tensors, {net.gradient_bytes / 1e6:.1f} MB; largest "
+          f"tensor {max(b for _, b in tensors) / 1e6:.2f} MB")
+    print(f"{'PS':>4} {'mean MB':>8} {'greedy max':>11} {'imbalance':>10} {'round-robin max':>16} "
+          f"{'imbalance':>10} {'floor MB':>9} {'empty':>6}")
+    for p in _int_list(args.ps, "--ps"):
+        g, r = place(tensors, p, "greedy"), place(tensors, p, "round-robin")
+        print(f"{p:>4} {g.total_bytes / p / 1e6:>8.2f} {g.max_bytes / 1e6:>11.2f} "
+              f"{g.imbalance:>10.2f} {r.max_bytes / 1e6:>16.2f} {r.imbalance:>10.2f} "
+              f"{g.floor_bytes / 1e6:>9.2f} {g.empty_servers:>6}")
+    return 0
+
+
+def cmd_paper(args: argparse.Namespace) -> int:
+    from harness.perfmodel import scenarios
+
+    result = scenarios.cori() if args.which == "cori" else scenarios.shi()
+    print(result["title"])
+    print("inputs:")
+    for line in result["inputs"]:
+        print(f"  - {line}")
+    rows = result["rows"]
+    cols = list(rows[0])
+    print("  ".join(f"{c:>10}" for c in cols))
+    for r in rows:
+        print("  ".join(f"{r[c]:>10.3f}" if isinstance(r[c], float) else f"{r[c]!s:>10}"
+                        for c in cols))
+    return 0
+
+
 COMMANDS = {"env": cmd_env, "models": cmd_models, "run": cmd_run, "report": cmd_report,
-            "results": cmd_results}
+            "results": cmd_results, "predict": cmd_predict, "ps-placement": cmd_ps_placement,
+            "paper": cmd_paper}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -234,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except (UserError, SpecError, EnvError, ExperimentError, ShapeError,
-            UnknownModelError) as exc:
+            UnknownModelError, LookupError, ValueError) as exc:
         print(f"dnnbench: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

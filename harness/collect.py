@@ -71,9 +71,14 @@ def record(spec: RunSpec, experiment: str, run_id: str, job: JobResult,
     trials = [ev for ev in evs if ev["event"] == events.TRIAL]
     rec = RunRecord(row)
     times: list[float] = []
+    paired: list[float] = []
     phase_samples: dict[str, list[float]] = {}
     for tr in trials:
         rank, trial = int(tr.get("rank", 0)), int(tr["trial"])
+        if tr.get("paired"):
+            if rank == 0:
+                paired.extend(float(t) for t in tr["iter_times"])
+            continue
         for i, t in enumerate(tr["iter_times"]):
             rec.iterations.append((rank, trial, i, float(t)))
             if rank == 0:
@@ -91,6 +96,8 @@ def record(spec: RunSpec, experiment: str, run_id: str, job: JobResult,
                    images_per_s_low=gb / s.ci_high if s.ci_high == s.ci_high else None,
                    images_per_s_high=gb / s.ci_low if s.ci_low == s.ci_low else None,
                    images_per_s_per_worker=gb / s.median / spec.workers)
+        if paired:
+            row["t_iter_paired_s"] = median(paired)
         for phase, column in PHASE_COLUMNS.items():
             if phase in phase_samples:
                 row[column] = median(phase_samples[phase])

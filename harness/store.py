@@ -44,6 +44,8 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
     ("t_iter_high_s", "REAL", "s", "95% interval of the median, high end"),
     ("jitter", "REAL", "fraction", "1.4826 x MAD / median of iteration times"),
     ("n_iters", "INTEGER", "", "timed iterations (warm-up excluded)"),
+    ("t_iter_paired_s", "REAL", "s", "breakdown runs: median throughput-mode iteration time "
+     "measured in the same process, alternating with the breakdown trials"),
     ("t_io_s", "REAL", "s", "breakdown: median time waiting for the next batch"),
     ("t_h2d_s", "REAL", "s", "breakdown: median host-to-device copy time"),
     ("t_forward_s", "REAL", "s", "breakdown: median forward + loss time"),
@@ -89,6 +91,16 @@ class Store:
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=FULL")
         self.conn.executescript(SCHEMA)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Add columns that newer versions define to a database made by an older one."""
+        have = {r[1] for r in self.conn.execute("PRAGMA table_info(runs)")}
+        with self.conn:
+            for name, sqltype, _, _ in RUN_COLUMNS:
+                if name not in have:
+                    self.conn.execute(f"ALTER TABLE runs ADD COLUMN {name} "
+                                      f"{sqltype.replace(' PRIMARY KEY', '')}")
 
     def close(self) -> None:
         self.conn.close()

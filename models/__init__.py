@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from models.alexnet import alexnet
 from models.googlenet import googlenet
+from models.hepcnn import hepcnn
 from models.ir import Network
 from models.resnet import resnet50
 
@@ -17,6 +18,7 @@ NETWORKS: dict[str, Callable[[int], Network]] = {
     "alexnet": alexnet,
     "googlenet": googlenet,
     "resnet50": resnet50,
+    "hepcnn": hepcnn,  # performance-model scenarios only (Cori paper)
 }
 
 

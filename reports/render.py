@@ -16,6 +16,7 @@ from typing import Any
 import jinja2
 
 from frameworks.contract import SUPPORT
+from harness.perfmodel import validate
 from harness.stats import intervals_overlap
 from harness.store import PHASE_COLUMNS, RUN_COLUMNS, Store
 from reports.svg import Bar, GroupedBars, grouped_bars, stacked_bars
@@ -119,6 +120,7 @@ def context(store: Store, experiment: str | None = None) -> dict[str, Any]:
         manifests.append({"framework": _display(r["framework"]), "host": m.get("host", {}),
                           "worker": {k: v for k, v in rank0.items() if k != "settings"},
                           "settings": rank0.get("settings", {})})
+    model_checks = validate.checks(store, experiment)
     columns = [c for c in RUN_COLUMNS if c[0] not in ("spec_json", "manifest_json",
                                                         "output_tail", "config_hash")]
     return {"runs": runs, "ok": ok, "bad": bad, "charts": charts,
@@ -127,7 +129,8 @@ def context(store: Store, experiment: str | None = None) -> dict[str, Any]:
             "columns": columns, "experiment": experiment,
             "experiments": sorted({r["experiment"] for r in runs}),
             "frameworks": sorted({_display(r["framework"]) for r in runs}),
-            "display": _display}
+            "display": _display, "checks": model_checks,
+            "model_error": validate.median_abs_error(model_checks)}
 
 
 def render(store: Store, experiment: str | None = None) -> str:

@@ -1,0 +1,53 @@
+"""Compute terms from stored single-device measurements.
+
+Breakdown-mode runs give the split (forward, backward, update...); throughput-mode runs
+give the true iteration time (breakdown's extra synchronisations inflate its sum), so when
+both exist the breakdown split is scaled to the throughput iteration time.
+"""
+
+from __future__ import annotations
+
+from harness.perfmodel.predict import Compute
+from harness.store import Store
+
+
+class NoMeasurement(LookupError):
+    """No stored single-device run matches; the message says what to run."""
+
+
+def _latest(store: Store, mode: str, **where) -> dict | None:
+    clause = " AND ".join(f"{k} = ?" for k in where)
+    rows = store.runs(f"WHERE status = 'ok' AND workers = 1 AND mode = ? AND {clause}",
+                      (mode, *where.values()))
+    return rows[-1] if rows else None
+
+
+def compute_from_store(store: Store, framework: str, model: str, batch: int,
+                       image_size: int, device: str = "cpu") -> Compute:
+    key = dict(framework=framework, model=model, batch_size=batch, image_size=image_size,
+               device=device)
+    bd = _latest(store, "breakdown", **key)
+    tp = _latest(store, "throughput", **key)
+    if bd is None and tp is None:
+        raise NoMeasurement(
+            f"no single-device run of {framework} {model} batch {batch} at {image_size} px "
+            f"on {device} in {store.path}; run: dnnbench run --framework {framework} --model "
+            f"{model} --batch {batch} --image-size {image_size} --mode breakdown --db "
+            f"{store.path} (or give --t-forward/--t-backward, or --device-preset)")
+    if bd is None:
+        t = tp["t_iter_s"]
+        return Compute(t / 3, 2 * t / 3, 0.0, source=f"measured throughput run {tp['run_id']} "
+                       "(no breakdown run: split 1/3 forward, 2/3 backward assumed)")
+    parts = {k: bd[f"t_{k}_s"] or 0.0 for k in ("io", "h2d", "forward", "backward", "update")}
+    total = sum(parts.values())
+    src = f"measured breakdown run {bd['run_id']}"
+    if bd.get("t_iter_paired_s") and total:
+        scale = bd["t_iter_paired_s"] / total
+        src += f", scaled x{scale:.3f} to its paired throughput-mode iteration time"
+    elif tp and total:
+        scale = tp["t_iter_s"] / total
+        src += f", scaled x{scale:.3f} to throughput run {tp['run_id']}'s iteration time"
+    else:
+        scale = 1.0
+    return Compute(parts["forward"] * scale, parts["backward"] * scale, parts["update"] * scale,
+                   parts["io"] * scale, parts["h2d"] * scale, source=src)

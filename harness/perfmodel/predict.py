@@ -1,0 +1,180 @@
+"""Predict iteration time, throughput and scaling efficiency for any cluster shape.
+
+    t_iter = t_io + t_h2d + t_f + t_b + t_u + exposed communication
+
+Compute terms come from a single-device measurement (the results DB), from times the user
+gives (e.g. a GPU's measured forward/backward), or from a FLOPs estimate for a named
+device; communication terms come from the α-β models in network.py with link profiles
+(links.toml or fitted from commbench). Weak scaling: per-device batch is fixed, so
+efficiency = t_iter(1 device) / t_iter(N devices).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from harness.perfmodel import network, overlap, placement
+from models.cost import NetworkCost, cost
+
+STRATEGIES = ("allreduce", "horovod", "ps")
+#: Fusion buffer sizes the frameworks use by default (bytes).
+FUSION = {"allreduce": 25 * 2**20, "horovod": 64 * 2**20, "ps": 0}
+
+#: Device presets for FLOPs-based compute estimates: peak fp32 TFLOPS and the fraction of
+#: it convolutional training typically reaches. Assumptions, stated in every prediction.
+DEVICES: dict[str, tuple[float, float, str]] = {
+    "p40": (11.8, 0.45, "Tesla P40 (Shi et al. 2017): 11.8 TFLOPS fp32 peak"),
+    "v100": (15.7, 0.5, "Tesla V100 SXM2: 15.7 TFLOPS fp32 peak"),
+    "a100": (19.5, 0.5, "A100: 19.5 TFLOPS fp32 peak (no TF32)"),
+    "knl": (6.0, 0.25, "Xeon Phi 7250 (Cori KNL): ~6 TFLOPS fp32 peak, MKL-DNN TensorFlow"),
+}
+
+
+@dataclass(frozen=True)
+class Compute:
+    """Per-device compute times for one iteration at the given per-device batch."""
+
+    t_f: float
+    t_b: float
+    t_u: float = 0.0
+    t_io: float = 0.0
+    t_h2d: float = 0.0
+    source: str = "given"
+
+    @property
+    def total(self) -> float:
+        return self.t_io + self.t_h2d + self.t_f + self.t_b + self.t_u
+
+    @classmethod
+    def from_flops(cls, net: NetworkCost, batch: int, device: str) -> Compute:
+        if device not in DEVICES:
+            raise KeyError(f"unknown device preset {device!r}; known: {', '.join(DEVICES)}")
+        tflops, eff, what = DEVICES[device]
+        rate = tflops * 1e12 * eff
+        t_f = 2 * net.macs * batch / rate
+        return cls(t_f, 2 * t_f, 0.0, source=f"FLOPs estimate: {what}, {eff:.0%} of peak "
+                   "assumed, backward = 2x forward")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    model: str
+    batch: int  # per device
+    nodes: int = 1
+    devices_per_node: int = 1
+    strategy: str = "allreduce"  # allreduce | horovod | ps
+    algorithm: str = "ring"  # for allreduce/horovod
+    intra: str = "shm"  # link between devices of one node
+    inter: str = "10gbe"  # link between nodes
+    overlap: bool = True
+    fusion_bytes: int | None = None  # None: the strategy's default
+    ps: int = 1  # parameter servers (strategy ps)
+    ps_placement: str = "greedy"
+    image_size: int = 224
+    num_classes: int = 1000
+
+    @property
+    def workers(self) -> int:
+        return self.nodes * self.devices_per_node
+
+
+@dataclass(frozen=True)
+class Prediction:
+    scenario: Scenario
+    compute: Compute
+    t_comm: float  # communication with no overlap
+    t_comm_exposed: float
+    t_iter: float
+    t_iter_single: float
+    assumptions: tuple[str, ...] = field(default_factory=tuple)
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def throughput(self) -> float:
+        return self.scenario.batch * self.scenario.workers / self.t_iter
+
+    @property
+    def efficiency(self) -> float:
+        return self.t_iter_single / self.t_iter
+
+    def breakdown(self) -> dict[str, float]:
+        c = self.compute
+        return {"io": c.t_io, "h2d": c.t_h2d, "forward": c.t_f, "backward": c.t_b,
+                "update": c.t_u, "comm_exposed": self.t_comm_exposed}
+
+
+def _links(s: Scenario) -> tuple[network.Link, network.Link]:
+    return network.link(s.intra), network.link(s.inter)
+
+
+def _ps_cost(s: Scenario, net: NetworkCost, inter: network.Link,
+             intra: network.Link) -> tuple[float, dict[str, Any], list[str]]:
+    """Push then pull through the busiest server (servers on their own hosts)."""
+    tensors = [(t.key, t.nbytes) for t in net.tensors]
+    plc = placement.place(tensors, s.ps, s.ps_placement)
+    lk = inter if (s.nodes > 1 or s.ps > 0) else intra
+    n = s.workers
+    busiest = plc.max_bytes
+    k_max = max(plc.tensors_per_server)
+    per_phase = max(n * busiest, net.gradient_bytes) * lk.beta + k_max * lk.alpha
+    notes = [f"parameter servers run on their own hosts over the {lk.name} link; each phase "
+             "(push, then pull) is bound by the busiest server's bytes x workers or by one "
+             "worker's total bytes, whichever is larger",
+             f"{s.ps_placement} placement over {s.ps} server(s): busiest holds "
+             f"{busiest / 1e6:.2f} MB, imbalance {plc.imbalance:.2f}x the mean",
+             "server-side aggregation time is ignored"]
+    return 2 * per_phase, {"placement_imbalance": plc.imbalance, "busiest_server_bytes": busiest,
+                           "empty_servers": plc.empty_servers}, notes
+
+
+def predict(s: Scenario, compute: Compute) -> Prediction:
+    if s.strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {s.strategy!r}; known: {', '.join(STRATEGIES)}")
+    net = cost(s.model, s.image_size, s.num_classes)
+    intra, inter = _links(s)
+    notes = [f"compute: {compute.source}"]
+    detail: dict[str, Any] = {}
+    m = net.gradient_bytes
+    if s.workers == 1:
+        t_comm = exposed = 0.0
+    elif s.strategy == "ps":
+        t_comm, detail, more = _ps_cost(s, net, inter, intra)
+        notes += more
+        exposed = t_comm
+        if s.overlap:
+            notes.append("PS pushes are not overlapped with backward in this model "
+                         "(TF's SyncReplicas and MXNet dist_sync push per tensor but pull "
+                         "before the next forward)")
+    else:
+        fusion = FUSION[s.strategy] if s.fusion_bytes is None else s.fusion_bytes
+
+        def msg_cost(nbytes: float) -> float:
+            return network.allreduce(s.algorithm, s.nodes, s.devices_per_node, nbytes,
+                                     intra, inter)
+
+        ready = overlap.ready_times(net, compute.t_b)
+        sim = overlap.simulate(ready, compute.t_b, msg_cost, fusion)
+        t_comm = sim.t_comm_total
+        exposed = sim.exposed if s.overlap else t_comm
+        link_txt = (f"{inter.name} between nodes, {intra.name} inside a node" if s.nodes > 1
+                    else f"{intra.name} inside the node")
+        notes += [f"{s.algorithm} allreduce over {link_txt} "
+                  f"(alpha-beta model, {len(sim.messages)} messages of <= "
+                  f"{fusion / 2**20:.0f} MiB fusion buffers)",
+                  "backward time split across layers in proportion to their MACs"
+                  if s.overlap else "no overlap: all communication after backward"]
+        detail = {"messages": len(sim.messages), "fusion_bytes": fusion,
+                  "gradient_bytes": m}
+    t_iter = compute.total + exposed
+    return Prediction(s, compute, t_comm, exposed, t_iter, compute.total, tuple(notes), detail)
+
+
+def sweep_workers(s: Scenario, compute: Compute, worker_counts: list[int]) -> list[Prediction]:
+    """Predictions at several scales: devices fill a node first, then nodes are added."""
+    out = []
+    for n in worker_counts:
+        per = min(n, s.devices_per_node)
+        nodes = -(-n // per)
+        out.append(predict(replace(s, nodes=nodes, devices_per_node=per), compute))
+    return out

@@ -1,0 +1,131 @@
+"""Performance model: closed-form checks, hand-computable toys, and the paper figures."""
+
+import math
+
+import pytest
+
+from harness.perfmodel import network, overlap, placement
+from harness.perfmodel.predict import Compute, Scenario, predict, sweep_workers
+from harness.perfmodel.scenarios import cori, shi
+from models.cost import cost
+
+LK = network.Link("toy", alpha=1e-3, beta=1e-6)  # 1 ms latency, 1 MB/s
+
+
+def test_ring_allreduce_closed_form():
+    # 2(n-1)a + 2(n-1)/n m b with n=4, m=1e6: 6 ms + 1.5 s
+    assert network.ring_allreduce(4, 1e6, LK) == pytest.approx(0.006 + 1.5)
+    assert network.ring_allreduce(1, 1e6, LK) == 0.0
+    assert network.recursive_doubling_allreduce(8, 1e3, LK) == pytest.approx(3 * (1e-3 + 1e-3))
+    assert network.tree_allreduce(8, 1e3, LK) == pytest.approx(6 * 2e-3)
+    assert network.broadcast(5, 0, LK) == pytest.approx(3e-3)
+
+
+def test_hierarchical_reduces_inter_node_bytes():
+    fast = network.Link("fast", 1e-6, 1e-9)
+    m, nodes, per = 1e8, 4, 4
+    h = network.hierarchical_allreduce(nodes, per, m, fast, LK)
+    # inter part: ring over 4 nodes on m/4 bytes
+    inter = 2 * 3 * LK.alpha + 2 * 3 / 4 * (m / 4) * LK.beta
+    intra = 2 * (3 * fast.alpha + 3 / 4 * m * fast.beta)
+    assert h == pytest.approx(inter + intra)
+    assert h < network.allreduce("ring", nodes, per, m, fast, LK)
+
+
+def test_alpha_beta_fit_recovers_known_line_and_busbw():
+    sizes = [2.0 ** k for k in range(2, 27)]
+    a, b = network.fit_alpha_beta(sizes, [5e-5 + s * 4e-10 for s in sizes])
+    assert a == pytest.approx(5e-5, rel=1e-6) and b == pytest.approx(4e-10, rel=1e-6)
+    assert network.bus_bandwidth(4, 1e6, 1.0) == pytest.approx(1.5e6)
+
+
+def test_ps_max_load_on_hand_made_tensors():
+    ts = [("a", 10), ("b", 7), ("c", 5), ("d", 4), ("e", 1)]
+    # greedy: a->s0 (10), b->s1 (7), c->s1 (12), d->s0 (14), e->s1 (13)
+    g = placement.place(ts, 2, "greedy")
+    assert g.bytes_per_server == [14, 13] and g.max_bytes == 14
+    assert g.imbalance == pytest.approx(14 / 13.5)
+    r = placement.place(ts, 2, "round-robin")  # a,c,e | b,d
+    assert r.bytes_per_server == [16, 11]
+    assert placement.place(ts, 8, "greedy").empty_servers == 3
+    assert g.floor_bytes == 10
+
+
+@pytest.mark.parametrize("servers, imbalance", [(32, 2.95), (54, 4.99), (64, 5.91)])
+def test_resnet50_greedy_imbalance_matches_design(servers, imbalance):
+    net = cost("resnet50")
+    plc = placement.place([(t.key, t.nbytes) for t in net.tensors], servers, "greedy")
+    assert round(plc.imbalance, 2) == imbalance
+    assert plc.max_bytes == 2_359_296 * 4  # the layer4 3x3 kernel alone sets the floor
+
+
+def test_overlap_three_layer_toy_by_hand():
+    # Three tensors ready at 1, 2, 3 s (backward = 3 s); each message costs 0.5 s + bytes*0.
+    ready = [("l3", 100, 1.0), ("l2", 100, 2.0), ("l1", 100, 3.0)]
+    sim = overlap.simulate(ready, 3.0, lambda b: 0.5, fusion_bytes=0)
+    assert [m.start for m in sim.messages] == [1.0, 2.0, 3.0]
+    assert sim.comm_end == pytest.approx(3.5) and sim.exposed == pytest.approx(0.5)
+    # Slow messages queue up: 1.5 s each -> ends at 1 + 4.5 = 5.5, exposed 2.5
+    slow = overlap.simulate(ready, 3.0, lambda b: 1.5, fusion_bytes=0)
+    assert slow.comm_end == pytest.approx(5.5) and slow.exposed == pytest.approx(2.5)
+    # One fusion buffer of everything: sent when backward ends
+    fused = overlap.simulate(ready, 3.0, lambda b: 0.5, fusion_bytes=10**9)
+    assert len(fused.messages) == 1 and fused.exposed == pytest.approx(0.5)
+
+
+def test_ready_times_follow_macs_and_cover_all_tensors():
+    net = cost("resnet50", 64)
+    ready = overlap.ready_times(net, 1.0)
+    assert len(ready) == 161 and ready[0][0].startswith("fc.")
+    assert ready[-1][2] == pytest.approx(1.0)
+    assert all(a[2] <= b[2] for a, b in zip(ready, ready[1:]))
+
+
+def test_prediction_terms_add_up_and_overlap_helps():
+    c = Compute(0.05, 0.1, 0.01)
+    s = Scenario("resnet50", 32, nodes=4, devices_per_node=4, intra="pcie3", inter="10gbe")
+    on, off = predict(s, c), predict(Scenario(**{**s.__dict__, "overlap": False}), c)
+    assert off.t_iter == pytest.approx(c.total + off.t_comm)
+    assert on.t_iter == pytest.approx(c.total + on.t_comm_exposed)
+    assert on.t_iter < off.t_iter and on.efficiency > off.efficiency
+    assert sum(on.breakdown().values()) == pytest.approx(on.t_iter)
+    single = predict(Scenario("resnet50", 32), c)
+    assert single.efficiency == 1.0 and single.t_comm == 0
+
+
+def test_sweep_fills_nodes_first():
+    preds = sweep_workers(Scenario("resnet50", 32, devices_per_node=4), Compute(0.05, 0.1),
+                          [1, 2, 4, 8, 16])
+    assert [(p.scenario.nodes, p.scenario.devices_per_node) for p in preds] == [
+        (1, 1), (1, 2), (1, 4), (2, 4), (4, 4)]
+
+
+def test_cori_shape_steep_fall_and_ps_stops_helping():
+    rows = cori()["rows"]
+    eff = {(r["network"], r["ps"], r["workers"]): r["efficiency"] for r in rows}
+    # ResNet-50: efficiency falls steeply beyond 128 workers, ~23% at 512 with 64 PS
+    assert eff[("resnet50", 32, 128)] > 2 * eff[("resnet50", 64, 512)]
+    assert 0.15 < eff[("resnet50", 64, 512)] < 0.35
+    # more PS stops helping once the largest tensor sets the floor
+    assert math.isclose(eff[("resnet50", 54, 512)], eff[("resnet50", 64, 512)], rel_tol=0.02)
+    assert eff[("resnet50", 4, 256)] < eff[("resnet50", 32, 256)]
+    # HEP-CNN (<1M params) stays far more efficient with a single PS
+    assert eff[("hepcnn", 1, 256)] > 2 * eff[("resnet50", 1, 256)]
+
+
+def test_shi_overlap_matters_most_for_communication_heavy_network():
+    for link in ("ib56", "ib56-tcp"):
+        rows = [r for r in shi()["rows"] if r["gpus"] == 16 and r["link"] == link]
+        gain, ratio = {}, {}
+        for r in rows:
+            gain.setdefault(r["network"], {})[r["overlap"]] = r["efficiency"]
+            ratio[r["network"]] = r["comm_per_compute"]
+        deltas = {k: v[True] - v[False] for k, v in gain.items()}
+        assert all(d > 0 for d in deltas.values())
+        heaviest = max(ratio, key=ratio.get)
+        assert max(deltas, key=deltas.get) == heaviest
+
+
+def test_unknown_link_is_a_clear_error():
+    with pytest.raises(KeyError, match="unknown link profile 'wifi'"):
+        network.link("wifi")
