@@ -19,7 +19,8 @@ demo:
 	    --db $(RESULTS)/default.db --csv $(RESULTS)/default.csv --report $(RESULTS)/report.html
 
 test:
-	@venv=$$(harness/bootstrap.sh); \
+	@harness/system-deps.sh; \
+	venv=$$(harness/bootstrap.sh); \
 	$$venv/bin/dnnbench env setup $(FRAMEWORKS); \
 	$$venv/bin/ruff check .; \
 	$$venv/bin/python -m pytest -q -rs

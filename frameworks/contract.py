@@ -21,6 +21,11 @@ DEVICES = ("cpu", "cuda")
 PRECISIONS = ("fp32", "amp")
 LAYOUTS = ("auto", "channels_first", "channels_last")
 MODELS = ("alexnet", "googlenet", "resnet50")
+#: Strategies: "single" (one worker), "allreduce" (the framework's own data-parallel
+#: allreduce: PyTorch DDP, TF MultiWorkerMirrored), "horovod", "ps-sync" (synchronous
+#: parameter servers), "ps-async" (asynchronous: never presented as synchronous SGD).
+STRATEGIES = ("single", "allreduce", "horovod", "ps-sync", "ps-async")
+PS_STRATEGIES = ("ps-sync", "ps-async")
 
 
 @dataclass(frozen=True)
@@ -38,7 +43,7 @@ class FrameworkSupport:
 
 SUPPORT: dict[str, FrameworkSupport] = {
     "torch": FrameworkSupport(
-        display="PyTorch", strategies=("single",), import_name="torch",
+        display="PyTorch", strategies=("single", "allreduce"), import_name="torch",
         unsupported={"ps-sync": "PyTorch has no native parameter server",
                      "ps-async": "PyTorch has no native parameter server"}),
 }
@@ -72,6 +77,7 @@ class RunSpec:
     strategy: str = "single"
     nodes: int = 1
     devices_per_node: int = 1
+    ps: int = 0  # parameter servers (ps-* strategies)
     threads: int = 0  # per worker; 0 = an equal share of this host's cores
     lr: float = 0.01
     momentum: float = 0.9
@@ -144,6 +150,7 @@ def validate(spec: RunSpec) -> None:
         raise SpecError("warmup, threads and loss_every must be >= 0")
     if spec.timeout_s <= 0:
         raise SpecError(f"timeout_s = {spec.timeout_s!r} must be > 0 seconds")
+    _choice("strategy", spec.strategy, STRATEGIES)
     if spec.strategy not in sup.strategies:
         why = sup.unsupported.get(spec.strategy, "not implemented for this framework yet")
         raise UnsupportedError(f"strategy = {spec.strategy!r} is unsupported for {spec.framework}: "
@@ -151,6 +158,10 @@ def validate(spec: RunSpec) -> None:
     if spec.strategy == "single" and spec.workers != 1:
         raise SpecError(f"strategy 'single' runs one worker, but nodes x devices_per_node = "
                         f"{spec.workers}; choose a distributed strategy or set both to 1")
+    if spec.strategy in PS_STRATEGIES and spec.ps < 1:
+        raise SpecError(f"strategy {spec.strategy!r} needs ps >= 1 parameter servers")
+    if spec.strategy not in PS_STRATEGIES and spec.ps:
+        raise SpecError(f"ps = {spec.ps} only applies to ps-sync / ps-async strategies")
     from models.cost import ShapeError, cost  # pure Python, cheap
 
     try:
@@ -179,3 +190,5 @@ class Trainer(Protocol):
     def loss(self) -> float: ...
     def parameter_count(self) -> int: ...
     def settings(self) -> dict[str, Any]: ...
+    def state_digest(self) -> str: ...
+    def close(self) -> None: ...

@@ -19,8 +19,9 @@ TRIAL = "trial"  # one trial's raw per-iteration times (+ phases in breakdown mo
 LOSS = "loss"  # loss values observed during a trial
 ERROR = "error"  # a clean, one-line reason the worker could not finish
 DONE = "done"
+COMM = "comm"  # commbench: one message size's timings and correctness
 
-KINDS = (ENVIRONMENT, MODEL, TRIAL, LOSS, ERROR, DONE)
+KINDS = (ENVIRONMENT, MODEL, TRIAL, LOSS, ERROR, DONE, COMM)
 
 
 def emit(kind: str, stream: TextIO | None = None, **payload: Any) -> None:

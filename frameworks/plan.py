@@ -1,13 +1,16 @@
 """Which processes a RunSpec needs: plain Python, no deep-learning framework imported.
 
 The harness asks for the plan and hands the ProcessSpecs to a runner; runners never look
-inside. Distributed strategies add their roles and rendezvous variables here (per
-framework) without any runner learning about frameworks.
+inside. A framework with distributed strategies provides `frameworks/<fw>/plan.py` with a
+`plan(spec, ctx)`; everything else gets one worker process.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+import socket
+from dataclasses import dataclass, field
 
 from frameworks.contract import RunSpec
 from runners.spec import ProcessSpec
@@ -15,27 +18,63 @@ from runners.spec import ProcessSpec
 WORKER_MODULE = "frameworks.worker"
 
 
-def worker_env(spec: RunSpec, rank: int, local_rank: int, procs_on_host: int,
-               source_root: str, run_id: str) -> dict[str, str]:
+@dataclass(frozen=True)
+class PlanContext:
+    """Where the processes will run: the environment's python, source root, host list."""
+
+    python: str
+    source_root: str
+    run_id: str
+    hosts: tuple[str, ...] = ("127.0.0.1",)  # one address per node
+    cores_per_host: int = field(default_factory=lambda: os.cpu_count() or 1)
+
+    def host_of(self, node: int) -> str:
+        return self.hosts[node % len(self.hosts)]
+
+
+def free_port() -> int:
+    """A TCP port free right now on this host (the rendezvous binds it moments later)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def worker_env(spec: RunSpec, ctx: PlanContext, rank: int, local_rank: int,
+               procs_on_host: int) -> dict[str, str]:
     """The environment is the whole launcher-to-worker contract."""
-    cores = os.cpu_count() or 1
-    threads = spec.threads or max(1, cores // procs_on_host)
+    threads = spec.threads or max(1, ctx.cores_per_host // procs_on_host)
     return {
         "DNNBENCH_SPEC": spec.to_json(),
-        "DNNBENCH_RUN_ID": run_id,
+        "DNNBENCH_RUN_ID": ctx.run_id,
         "DNNBENCH_RANK": str(rank),
         "DNNBENCH_LOCAL_RANK": str(local_rank),
         "DNNBENCH_WORLD_SIZE": str(spec.workers),
         "DNNBENCH_THREADS": str(threads),
         "OMP_NUM_THREADS": str(threads),
         "MKL_NUM_THREADS": str(threads),
-        "PYTHONPATH": source_root,
+        "PYTHONPATH": ctx.source_root,
         "PYTHONUNBUFFERED": "1",
         "PYTHONNOUSERSITE": "1",
     }
 
 
-def plan(spec: RunSpec, python: str, source_root: str, run_id: str) -> list[ProcessSpec]:
-    """Processes for one run on this host (single device)."""
-    env = worker_env(spec, 0, 0, 1, source_root, run_id)
-    return [ProcessSpec("worker", 0, (python, "-m", WORKER_MODULE), env)]
+def workers(spec: RunSpec, ctx: PlanContext, extra=None) -> list[ProcessSpec]:
+    """One worker per device, devices filling each node; `extra(rank, local_rank)` adds env."""
+    out = []
+    for node in range(spec.nodes):
+        for local in range(spec.devices_per_node):
+            rank = node * spec.devices_per_node + local
+            env = worker_env(spec, ctx, rank, local, spec.devices_per_node)
+            if extra:
+                env.update(extra(rank, local, node))
+            out.append(ProcessSpec("worker", rank, (ctx.python, "-m", WORKER_MODULE), env,
+                                   host=ctx.host_of(node)))
+    return out
+
+
+def plan(spec: RunSpec, ctx: PlanContext) -> list[ProcessSpec]:
+    try:
+        module = importlib.import_module(f"frameworks.{spec.framework}.plan")
+    except ModuleNotFoundError:
+        return workers(spec, ctx)
+    return module.plan(spec, ctx)

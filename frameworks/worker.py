@@ -23,9 +23,31 @@ class WorkerError(RuntimeError):
     """A failure with a reason fit to show the user as is."""
 
 
+def _first(*names: str, default: str) -> int:
+    for name in names:
+        if os.environ.get(name):
+            return int(os.environ[name])
+    return int(default)
+
+
+def rank_info() -> tuple[int, int, int]:
+    """(rank, local rank, world size), from our launcher's variables or, under mpirun /
+    srun, from Open MPI's, PMI's or Slurm's (one place, as Horovod does)."""
+    rank = _first("DNNBENCH_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID",
+                  default="0")
+    local = _first("DNNBENCH_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                   "SLURM_LOCALID", default="0")
+    world = _first("DNNBENCH_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS",
+                   default="1")
+    for key, value in (("DNNBENCH_RANK", rank), ("DNNBENCH_LOCAL_RANK", local),
+                       ("RANK", rank), ("LOCAL_RANK", local), ("WORLD_SIZE", world)):
+        os.environ.setdefault(key, str(value))
+    return rank, local, world
+
+
 def _rank() -> tuple[int, int]:
-    return int(os.environ.get("DNNBENCH_RANK", "0")), int(
-        os.environ.get("DNNBENCH_WORLD_SIZE", "1"))
+    rank, _, world = rank_info()
+    return rank, world
 
 
 def run(spec: RunSpec) -> None:
@@ -44,6 +66,13 @@ def run(spec: RunSpec) -> None:
         raise WorkerError(f"{spec.framework} built {spec.model} with {built:,} trainable "
                           f"parameters but the spec has {expected.params:,}: the networks "
                           "would not be comparable")
+    try:
+        _measure(spec, trainer, rank)
+    finally:
+        trainer.close()
+
+
+def _measure(spec: RunSpec, trainer, rank: int) -> None:
     warm_up(trainer, spec.warmup)
     for trial in range(spec.trials):
         if spec.mode == "breakdown":
@@ -56,7 +85,7 @@ def run(spec: RunSpec) -> None:
         events.emit(events.TRIAL, rank=rank, trial=trial, iter_times=result.iter_times,
                     wall=result.wall, phases=result.phases)
         events.emit(events.LOSS, rank=rank, trial=trial, values=result.losses)
-    events.emit(events.DONE, rank=rank)
+    events.emit(events.DONE, rank=rank, state_digest=trainer.state_digest())
 
 
 def main() -> int:

@@ -42,6 +42,10 @@ def _add_spec_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--precision", choices=["fp32", "amp"])
     g.add_argument("--layout", choices=["auto", "channels_first", "channels_last"])
     g.add_argument("--threads", type=int, help="threads per worker (0: share of cores)")
+    g.add_argument("--strategy", help="single | allreduce | horovod | ps-sync | ps-async")
+    g.add_argument("--nodes", type=int, help="hosts (1)")
+    g.add_argument("--devices-per-node", type=int, help="workers per host (1)")
+    g.add_argument("--ps", type=int, help="parameter servers for ps-* strategies")
     g.add_argument("--timeout", type=float, dest="timeout_s", help="seconds per run (600)")
     g.add_argument("--label", help="free text stored with the run")
 
@@ -135,6 +139,18 @@ def build_parser() -> argparse.ArgumentParser:
     p_paper.add_argument("which", choices=["cori", "shi"],
                          help="cori: Mathuriya et al. 2017; shi: Shi, Wang & Chu 2017")
 
+    p_cb = sub.add_parser("commbench", help="allreduce size sweep per library; fits alpha/beta",
+                          description=__import__("harness.commbench").commbench.__doc__,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    p_cb.add_argument("--library", default="torch-gloo",
+                      help="comma list of: torch-gloo, torch-nccl, mpi (default torch-gloo)")
+    p_cb.add_argument("--ranks", type=int, default=2)
+    p_cb.add_argument("--sizes", default="4..128M", help="'4..128M' (x4 steps) or '1K,1M,64M'")
+    p_cb.add_argument("--iters", type=int, default=10, help="timed repetitions per size")
+    p_cb.add_argument("--link", default="local", help="label for the link being measured")
+    p_cb.add_argument("--db", default=DEFAULT_DB)
+    p_cb.add_argument("--timeout", type=float, default=600)
+
     p_res = sub.add_parser("results", help="list stored runs; export CSV/JSON")
     p_res.add_argument("--db", default=DEFAULT_DB)
     p_res.add_argument("--experiment")
@@ -145,7 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _spec_overrides(args: argparse.Namespace) -> dict[str, Any]:
     keys = ("framework", "model", "batch_size", "image_size", "num_classes", "steps", "warmup",
-            "trials", "mode", "device", "precision", "layout", "threads", "timeout_s", "label")
+            "trials", "mode", "device", "precision", "layout", "threads", "timeout_s", "label",
+            "strategy", "nodes", "devices_per_node", "ps")
     return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
 
 
@@ -366,6 +383,29 @@ def cmd_ps_placement(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_commbench(args: argparse.Namespace) -> int:
+    from harness import commbench
+    from harness.store import Store
+
+    sizes = commbench.parse_sizes(args.sizes)
+    with Store(args.db) as store:
+        for library in [x.strip() for x in args.library.split(",") if x.strip()]:
+            try:
+                res = commbench.run(library, args.ranks, sizes, store, args.iters,
+                                    args.timeout, args.link)
+            except (commbench.CommbenchError, RuntimeError) as exc:
+                raise UserError(str(exc).splitlines()[0]) from None
+            print(f"# {library} allreduce, {args.ranks} ranks, link {args.link}")
+            print(f"{'bytes':>12} {'time us':>11} {'algbw GB/s':>11} {'busbw GB/s':>11} "
+                  f"{'#wrong':>7}")
+            for r in res.rows:
+                print(f"{r['bytes']:>12} {r['median_s'] * 1e6:>11.1f} {r['algbw'] / 1e9:>11.3f} "
+                      f"{r['busbw'] / 1e9:>11.3f} {r['wrong']:>7}")
+            print(f"# fit: alpha = {res.alpha * 1e6:.1f} us, 1/beta = "
+                  f"{1 / res.beta / 1e9 if res.beta else float('inf'):.3f} GB/s\n")
+    return 0
+
+
 def cmd_paper(args: argparse.Namespace) -> int:
     from harness.perfmodel import scenarios
 
@@ -385,7 +425,7 @@ def cmd_paper(args: argparse.Namespace) -> int:
 
 COMMANDS = {"env": cmd_env, "models": cmd_models, "run": cmd_run, "report": cmd_report,
             "results": cmd_results, "predict": cmd_predict, "ps-placement": cmd_ps_placement,
-            "paper": cmd_paper}
+            "paper": cmd_paper, "commbench": cmd_commbench}
 
 
 def main(argv: list[str] | None = None) -> int:

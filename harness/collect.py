@@ -28,7 +28,7 @@ def base_row(spec: RunSpec, experiment: str, run_id: str, status: str, reason: s
             "model": spec.model, "strategy": spec.strategy, "mode": spec.mode,
             "device": spec.device, "precision": spec.precision,
             "batch_size": spec.batch_size, "image_size": spec.image_size,
-            "workers": spec.workers, "nodes": spec.nodes, "label": spec.label,
+            "workers": spec.workers, "nodes": spec.nodes, "ps": spec.ps, "label": spec.label,
             "started": now_iso(), "spec_json": spec.to_json(), "manifest_json": manifest or {}}
 
 
@@ -47,7 +47,7 @@ def record(spec: RunSpec, experiment: str, run_id: str, job: JobResult,
     evs = job_events(job)
     manifest: dict[str, Any] = {"host": host, "ranks": {}}
     for ev in evs:
-        if ev["event"] in (events.ENVIRONMENT, events.MODEL):
+        if ev["event"] in (events.ENVIRONMENT, events.MODEL, events.DONE):
             manifest["ranks"].setdefault(str(ev.get("rank", 0)), {}).update(
                 {k: v for k, v in ev.items() if k not in ("event", "rank")})
     row = base_row(spec, experiment, run_id, "ok", manifest=manifest)
@@ -104,6 +104,11 @@ def record(spec: RunSpec, experiment: str, run_id: str, job: JobResult,
     models = [ev for ev in evs if ev["event"] == events.MODEL]
     if models:
         row["parameters"] = models[0].get("parameters")
+        row["threads"] = (models[0].get("settings") or {}).get("threads")
+    digests = {ev.get("rank", 0): ev.get("state_digest") for ev in evs
+               if ev["event"] == events.DONE and ev.get("state_digest")}
+    if len(digests) > 1:
+        row["replicas_identical"] = int(len(set(digests.values())) == 1)
     losses = [v for ev in evs if ev["event"] == events.LOSS and ev.get("rank", 0) == 0
               for v in ev["values"]]
     if losses:

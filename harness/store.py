@@ -32,6 +32,8 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
     ("image_size", "INTEGER", "px", "input height = width"),
     ("workers", "INTEGER", "", "worker processes (nodes x devices per node)"),
     ("nodes", "INTEGER", "", "hosts"),
+    ("ps", "INTEGER", "", "parameter servers (ps-* strategies)"),
+    ("threads", "INTEGER", "", "compute threads per worker, as the worker set them"),
     ("label", "TEXT", "", "free-text label from the experiment"),
     ("started", "TEXT", "UTC", "start time, ISO 8601"),
     ("elapsed_s", "REAL", "s", "wall time of the whole job incl. start-up"),
@@ -54,6 +56,8 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
     ("t_update_s", "REAL", "s", "breakdown: median optimizer update time"),
     ("parameters", "INTEGER", "", "trainable parameters the framework built"),
     ("final_loss", "REAL", "", "training loss after the last trial"),
+    ("replicas_identical", "INTEGER", "", "1 if every worker ended with bit-identical "
+     "parameters (expected for synchronous strategies), 0 if not, empty for one worker"),
     ("output_tail", "TEXT", "", "last output lines of the failing process"),
     ("spec_json", "TEXT", "", "the full RunSpec"),
     ("manifest_json", "TEXT", "", "environment manifest: host, versions, settings"),
@@ -73,6 +77,11 @@ CREATE TABLE IF NOT EXISTS phases (
     run_id TEXT NOT NULL REFERENCES runs(run_id), rank INTEGER, trial INTEGER,
     iter INTEGER, phase TEXT, seconds REAL);
 CREATE INDEX IF NOT EXISTS phases_run ON phases(run_id);
+CREATE TABLE IF NOT EXISTS comm (
+    run_id TEXT NOT NULL, started TEXT, experiment TEXT, library TEXT, op TEXT,
+    ranks INTEGER, nodes INTEGER, link TEXT, bytes INTEGER, median_s REAL,
+    algbw REAL, busbw REAL, wrong INTEGER, times_json TEXT);
+CREATE INDEX IF NOT EXISTS comm_lib ON comm(library, ranks, link);
 """
 
 
@@ -139,6 +148,20 @@ class Store:
         return [r[0] for r in self.conn.execute(
             "SELECT seconds FROM iterations WHERE run_id = ? ORDER BY rank, trial, iter",
             (run_id,))]
+
+    def add_comm(self, rows: list[dict[str, Any]]) -> None:
+        cols = ("run_id", "started", "experiment", "library", "op", "ranks", "nodes", "link",
+                "bytes", "median_s", "algbw", "busbw", "wrong", "times_json")
+        with self.conn:
+            self.conn.executemany(
+                f"INSERT INTO comm ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
+                [tuple(r.get(c) for c in cols) for r in rows])
+
+    def comm(self, where: str = "", params: Iterable[Any] = ()) -> list[dict[str, Any]]:
+        cur = self.conn.execute(f"SELECT * FROM comm {where} ORDER BY started, bytes",
+                                tuple(params))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r)) for r in cur]
 
     def integrity_ok(self) -> bool:
         return self.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import frameworks
-from frameworks.plan import plan
+from frameworks.plan import PlanContext, plan
 from harness import collect, envs
 from harness.experiment import Experiment
 from harness.manifest import host_manifest
@@ -108,7 +108,7 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
             continue
         env = environments[(spec.framework, variant_for(spec.device))]
         run_id = collect.new_run_id()
-        procs = plan(spec, env.python, source_root, run_id)
+        procs = plan(spec, PlanContext(env.python, source_root, run_id))
         on_line = (lambda tag, line: print(f"  [{tag}] {line}", file=sys.stderr)) \
             if stream_output else None
         started = time.monotonic()

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from runners.process import LineCallback, run_job
+from runners.process import LineCallback, StartCallback, run_job
 from runners.spec import JobResult, ProcessSpec
 
 NAME = "local"
 
 
-def launch(specs: list[ProcessSpec], timeout: float,
-           on_line: LineCallback | None = None) -> JobResult:
-    return run_job(specs, timeout, on_line=on_line)
+def launch(specs: list[ProcessSpec], timeout: float, on_line: LineCallback | None = None,
+           on_start: StartCallback | None = None) -> JobResult:
+    return run_job(specs, timeout, on_line=on_line, on_start=on_start)

@@ -21,6 +21,7 @@ from runners.spec import JobResult, ProcessResult, ProcessSpec
 
 GRACE_S = 3.0
 LineCallback = Callable[[str, str], None]  # (process tag, line)
+StartCallback = Callable[[str, int], None]  # (process tag, pid): telemetry, fault tests
 
 
 def _scan() -> list[tuple[int, int, int, str]]:
@@ -111,7 +112,8 @@ def _pump(proc: subprocess.Popen, tag: str, sink: list[str], on_line: LineCallba
 
 
 def run_job(specs: list[ProcessSpec], timeout: float, base_env: dict[str, str] | None = None,
-            on_line: LineCallback | None = None) -> JobResult:
+            on_line: LineCallback | None = None,
+            on_start: StartCallback | None = None) -> JobResult:
     """Run all processes to completion; any failure or the timeout ends the whole job."""
     env0 = dict(os.environ if base_env is None else base_env)
     procs: list[subprocess.Popen] = []
@@ -134,6 +136,8 @@ def run_job(specs: list[ProcessSpec], timeout: float, base_env: dict[str, str] |
             procs.append(proc)
             sinks.append(sink)
             pumps.append(pump)
+            if on_start is not None:
+                on_start(spec.tag, proc.pid)
         deadline = start + timeout
         while True:
             codes = [p.poll() for p in procs]

@@ -19,6 +19,7 @@ class ProcessSpec:
     env: dict[str, str] = field(default_factory=dict)
     cwd: str | None = None
     memory_limit_bytes: int | None = None
+    host: str = "127.0.0.1"  # where a multi-host runner places it
 
     @property
     def tag(self) -> str:

@@ -3,7 +3,7 @@
 import pytest
 
 from frameworks.contract import RunSpec
-from frameworks.plan import plan
+from frameworks.plan import PlanContext, plan
 from harness import collect
 from harness.manifest import host_manifest
 from harness.sweep import worker_source_root
@@ -14,7 +14,8 @@ def run(torch_env, **kw):
     spec = RunSpec(**{"framework": "torch", "model": "resnet50", "image_size": 32,
                       "batch_size": 4, "steps": 2, "warmup": 1, "trials": 1, "num_classes": 10,
                       **kw})
-    job = launch(plan(spec, torch_env.python, worker_source_root(), "t"), timeout=300)
+    job = launch(plan(spec, PlanContext(torch_env.python, worker_source_root(), "t")),
+                 timeout=300)
     return collect.record(spec, "test", "t", job, host_manifest()), job
 
 

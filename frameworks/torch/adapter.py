@@ -8,6 +8,8 @@ yours); autocast + GradScaler for `precision = "amp"` (bfloat16 autocast on CPU)
 
 from __future__ import annotations
 
+import datetime
+import hashlib
 import os
 import platform
 from contextlib import nullcontext
@@ -22,6 +24,7 @@ from frameworks.torch.build import SpecNet, trainable_parameters
 from models.cost import cost
 
 CPU_CHANNELS_LAST_MIN_PX = 128
+DDP_BUCKET_MB = 25  # DDP's default; breakdown mode's manual allreduce uses the same buckets
 
 
 def _threads(spec: RunSpec) -> int:
@@ -77,10 +80,16 @@ class TorchTrainer:
                               else torch.contiguous_format)
         self.model = self.model.to(memory_format=self.memory_format)
         self.model.train()
+        self.world_size = world_size
+        self.distributed = spec.strategy == "allreduce"
+        self.backend = ""
+        self._no_sync = None
+        if self.distributed:
+            self._init_ddp(spec, local_rank)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=spec.lr,
                                          momentum=spec.momentum)
         self.criterion = nn.CrossEntropyLoss()
-        gen = torch.Generator().manual_seed(spec.seed + 1)
+        gen = torch.Generator().manual_seed(spec.seed + 1 + rank)  # each worker: its own data
         self.host_images = torch.randn(spec.batch_size, 3, spec.image_size, spec.image_size,
                                        generator=gen)
         self.host_labels = torch.randint(0, spec.num_classes, (spec.batch_size,), generator=gen)
@@ -95,6 +104,25 @@ class TorchTrainer:
         self.scaler = torch.amp.GradScaler(self.device.type,
                                            enabled=amp and self.device.type == "cuda")
         self._loss: torch.Tensor | None = None
+
+    def _init_ddp(self, spec: RunSpec, local_rank: int) -> None:
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        self.backend = "nccl" if self.device.type == "cuda" else "gloo"
+        dist.init_process_group(self.backend, init_method="env://",
+                                timeout=datetime.timedelta(seconds=spec.timeout_s))
+        self.model = DDP(self.model, device_ids=[local_rank] if self.device.type == "cuda"
+                         else None, bucket_cap_mb=DDP_BUCKET_MB, gradient_as_bucket_view=True)
+        params = [p for p in self.model.parameters() if p.requires_grad][::-1]  # backward order
+        self._buckets: list[list[torch.nn.Parameter]] = [[]]
+        size = 0
+        for p in params:
+            if size >= DDP_BUCKET_MB * 2**20:
+                self._buckets.append([])
+                size = 0
+            self._buckets[-1].append(p)
+            size += p.numel() * p.element_size()
 
     # -- the fused step (throughput mode) ---------------------------------------------
     def step(self) -> None:
@@ -120,14 +148,32 @@ class TorchTrainer:
 
     def forward(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
+        if self.distributed:  # breakdown: no overlap; gradients are averaged in communicate()
+            self._no_sync = self.model.no_sync()
+            self._no_sync.__enter__()
         with self._autocast():
             self._loss = self.criterion(self.model(self.images), self.labels)
 
     def backward(self) -> None:
         self.scaler.scale(self._loss).backward()
+        if self._no_sync is not None:
+            self._no_sync.__exit__(None, None, None)
+            self._no_sync = None
 
     def communicate(self) -> None:
-        """One worker: no gradient aggregation."""
+        """Average gradients over workers in DDP-sized buckets, after backward (t_comm)."""
+        if not self.distributed:
+            return
+        import torch.distributed as dist
+        from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+
+        for bucket in self._buckets:
+            grads = [p.grad for p in bucket]
+            flat = _flatten_dense_tensors(grads)
+            dist.all_reduce(flat)
+            flat /= self.world_size
+            for g, synced in zip(grads, _unflatten_dense_tensors(flat, grads)):
+                g.copy_(synced)
 
     def update(self) -> None:
         self.scaler.step(self.optimizer)
@@ -143,12 +189,28 @@ class TorchTrainer:
     def parameter_count(self) -> int:
         return trainable_parameters(self.model)
 
+    def state_digest(self) -> str:
+        """Hash of every parameter's bytes: equal across workers of a synchronous run."""
+        h = hashlib.sha256()
+        for p in self.model.parameters():
+            h.update(p.detach().float().cpu().contiguous().numpy().tobytes())
+        return h.hexdigest()[:16]
+
+    def close(self) -> None:
+        if self.distributed:
+            import torch.distributed as dist
+
+            if dist.is_initialized():
+                dist.destroy_process_group()
+
     def settings(self) -> dict[str, Any]:
         return {"threads": self.threads, "interop_threads": torch.get_num_interop_threads(),
                 "layout": self.layout, "device": str(self.device),
                 "precision": self.spec.precision,
                 "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
-                "optimizer": "SGD(momentum)"}
+                "optimizer": "SGD(momentum)", "strategy": self.spec.strategy,
+                "backend": self.backend or "none",
+                "ddp_bucket_mb": DDP_BUCKET_MB if self.distributed else 0}
 
 
 def build_trainer(spec: RunSpec, rank: int = 0, world_size: int = 1) -> TorchTrainer:

@@ -16,6 +16,7 @@ class NoMeasurement(LookupError):
 
 
 def _latest(store: Store, mode: str, **where) -> dict | None:
+    where = {k: v for k, v in where.items() if v is not None}
     clause = " AND ".join(f"{k} = ?" for k in where)
     rows = store.runs(f"WHERE status = 'ok' AND workers = 1 AND mode = ? AND {clause}",
                       (mode, *where.values()))
@@ -23,17 +24,22 @@ def _latest(store: Store, mode: str, **where) -> dict | None:
 
 
 def compute_from_store(store: Store, framework: str, model: str, batch: int,
-                       image_size: int, device: str = "cpu") -> Compute:
+                       image_size: int, device: str = "cpu", threads: int | None = None
+                       ) -> Compute:
+    """`threads`: match single-device runs using as many threads as one worker of the
+    multi-worker run (on a CPU host a device is a share of the cores)."""
     key = dict(framework=framework, model=model, batch_size=batch, image_size=image_size,
-               device=device)
+               device=device, threads=threads)
     bd = _latest(store, "breakdown", **key)
     tp = _latest(store, "throughput", **key)
     if bd is None and tp is None:
         raise NoMeasurement(
             f"no single-device run of {framework} {model} batch {batch} at {image_size} px "
-            f"on {device} in {store.path}; run: dnnbench run --framework {framework} --model "
-            f"{model} --batch {batch} --image-size {image_size} --mode breakdown --db "
-            f"{store.path} (or give --t-forward/--t-backward, or --device-preset)")
+            f"on {device}{f' with {threads} threads' if threads else ''} in {store.path}; "
+            f"run: dnnbench run --framework {framework} --model {model} --batch {batch} "
+            f"--image-size {image_size} --mode breakdown"
+            f"{f' --threads {threads}' if threads else ''} --db {store.path} (or give "
+            "--t-forward/--t-backward, or --device-preset)")
     if bd is None:
         t = tp["t_iter_s"]
         return Compute(t / 3, 2 * t / 3, 0.0, source=f"measured throughput run {tp['run_id']} "

@@ -65,8 +65,8 @@ class Scenario:
     devices_per_node: int = 1
     strategy: str = "allreduce"  # allreduce | horovod | ps
     algorithm: str = "ring"  # for allreduce/horovod
-    intra: str = "shm"  # link between devices of one node
-    inter: str = "10gbe"  # link between nodes
+    intra: str | network.Link = "shm"  # link between devices of one node (name or Link)
+    inter: str | network.Link = "10gbe"  # link between nodes
     overlap: bool = True
     fusion_bytes: int | None = None  # None: the strategy's default
     ps: int = 1  # parameter servers (strategy ps)
@@ -105,7 +105,10 @@ class Prediction:
 
 
 def _links(s: Scenario) -> tuple[network.Link, network.Link]:
-    return network.link(s.intra), network.link(s.inter)
+    def resolve(lk: str | network.Link) -> network.Link:
+        return lk if isinstance(lk, network.Link) else network.link(lk)
+
+    return resolve(s.intra), resolve(s.inter)
 
 
 def _ps_cost(s: Scenario, net: NetworkCost, inter: network.Link,

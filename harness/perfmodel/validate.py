@@ -2,23 +2,29 @@
 
 * Single-device throughput runs: the model's prediction is the sum of the phases measured
   by the matching breakdown run (t_io + t_h2d + t_f + t_b + t_u), i.e. the paper's
-  iteration model checked against a measurement taken without the extra syncs.
-* Multi-worker runs: compute from the matching single-device runs, communication from the
-  α-β model over the given links; efficiency compared too.
+  iteration model checked against throughput-mode iterations (paired in the same process
+  when the breakdown run recorded them).
+* Multi-worker runs: compute from the single-device runs with the same per-worker threads,
+  communication from the α-β model over the link commbench measured for the library the
+  strategy uses (or a named profile when none was measured); efficiency compared too.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
+from harness.perfmodel import network
 from harness.perfmodel.measured import NoMeasurement, compute_from_store
 from harness.perfmodel.predict import Scenario, predict
 from harness.stats import median
 from harness.store import Store
 
 #: RunSpec strategy -> performance-model strategy.
-STRATEGY_MAP = {"allreduce": "allreduce", "ddp": "allreduce", "horovod": "horovod",
-                "ps-sync": "ps", "kvstore": "ps", "dist_sync": "ps"}
+STRATEGY_MAP = {"allreduce": "allreduce", "horovod": "horovod", "ps-sync": "ps"}
+#: (framework, strategy, device) -> the commbench library carrying its gradients.
+LIBRARY = {("torch", "allreduce", "cpu"): "torch-gloo", ("torch", "allreduce", "cuda"):
+           "torch-nccl"}
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,35 @@ def _label(r: dict) -> str:
             f"{r['strategy']} x{r['workers']}")
 
 
+_SINGLE = ("WHERE status = 'ok' AND mode = ? AND workers = 1 AND framework = ? AND model = ? "
+           "AND batch_size = ? AND image_size = ? AND device = ?")
+
+
+def _single_checks(store: Store, r: dict) -> list[Check]:
+    key = (r["framework"], r["model"], r["batch_size"], r["image_size"], r["device"])
+    bd = [b for b in store.runs(_SINGLE, ("breakdown", *key))
+          if b["threads"] == r["threads"] or r["threads"] is None]
+    if not bd:
+        return []
+    b = bd[-1]
+    pred = sum(b[f"t_{p}_s"] or 0.0 for p in ("io", "h2d", "forward", "backward", "comm",
+                                               "update"))
+    if b["t_iter_paired_s"]:
+        return [Check(b["run_id"], _label(r), 1, b["t_iter_paired_s"], pred,
+                      "sum of breakdown phases vs throughput trials alternating with them in "
+                      "the same process")]
+    return [Check(r["run_id"], _label(r), 1, r["t_iter_s"], pred,
+                  f"sum of phases of breakdown run {b['run_id']}")]
+
+
+def _link(store: Store, r: dict, fallback: str) -> network.Link:
+    from harness.commbench import fitted_link
+
+    lib = LIBRARY.get((r["framework"], r["strategy"], r["device"]))
+    measured = fitted_link(store, lib, r["workers"]) if lib else None
+    return measured or network.link(fallback)
+
+
 def checks(store: Store, experiment: str | None = None, intra: str = "shm",
            inter: str = "10gbe") -> list[Check]:
     where = "WHERE status = 'ok' AND mode = 'throughput'"
@@ -50,46 +85,43 @@ def checks(store: Store, experiment: str | None = None, intra: str = "shm",
         where += " AND experiment = ?"
         params = (experiment,)
     out: list[Check] = []
+    seen: set[str] = set()
     for r in store.runs(where, params):
-        key = (r["framework"], r["model"], r["batch_size"], r["image_size"], r["device"])
         if r["workers"] == 1:
-            bd = store.runs("WHERE status = 'ok' AND mode = 'breakdown' AND workers = 1 AND "
-                            "framework = ? AND model = ? AND batch_size = ? AND image_size = ? "
-                            "AND device = ?", key)
-            if not bd:
-                continue
-            b = bd[-1]
-            pred = sum(b[f"t_{p}_s"] or 0.0 for p in ("io", "h2d", "forward", "backward",
-                                                       "comm", "update"))
-            if b["t_iter_paired_s"]:  # same process, alternating trials: free of run noise
-                out.append(Check(b["run_id"], _label(r), 1, b["t_iter_paired_s"], pred,
-                                 "sum of breakdown phases vs throughput trials alternating "
-                                 "with them in the same process"))
-            else:
-                out.append(Check(r["run_id"], _label(r), 1, r["t_iter_s"], pred,
-                                 f"sum of phases of breakdown run {b['run_id']}"))
+            for c in _single_checks(store, r):
+                if c.run_id not in seen:
+                    seen.add(c.run_id)
+                    out.append(c)
             continue
         strategy = STRATEGY_MAP.get(r["strategy"])
         if strategy is None:
             continue
+        key = (r["framework"], r["model"], r["batch_size"], r["image_size"], r["device"])
         try:
-            compute = compute_from_store(store, *key)
+            compute = compute_from_store(store, *key, threads=r["threads"])
         except NoMeasurement:
             continue
-        single = store.runs("WHERE status = 'ok' AND mode = 'throughput' AND workers = 1 AND "
-                            "framework = ? AND model = ? AND batch_size = ? AND image_size = ? "
-                            "AND device = ?", key)
-        import json
-
+        single = [s for s in store.runs(_SINGLE, ("throughput", *key))
+                  if s["threads"] == r["threads"]]
         spec = json.loads(r["spec_json"])
+        lk = _link(store, r, intra if spec.get("nodes", 1) == 1 else inter)
+        # Wait-free backprop needs spare cores for communication progress. CPU workers whose
+        # threads fill every core leave none: gloo/MPI reductions then compete with
+        # backward instead of hiding behind it, so communication is modelled as exposed.
+        cores = json.loads(r["manifest_json"] or "{}").get("host", {}).get("cores", 0)
+        saturated = r["device"] == "cpu" and (r["threads"] or 1) * r["workers"] >= cores
         sc = Scenario(r["model"], r["batch_size"], nodes=spec.get("nodes", 1),
                       devices_per_node=spec.get("devices_per_node", r["workers"]),
-                      strategy=strategy, intra=intra, inter=inter,
-                      ps=spec.get("ps", 1) or 1, image_size=r["image_size"])
+                      strategy=strategy, intra=lk, inter=lk if spec.get("nodes", 1) > 1
+                      else inter, ps=spec.get("ps") or 1, image_size=r["image_size"],
+                      num_classes=spec.get("num_classes", 1000), overlap=not saturated)
         p = predict(sc, compute)
         meas_eff = single[-1]["t_iter_s"] / r["t_iter_s"] if single else None
         out.append(Check(r["run_id"], _label(r), r["workers"], r["t_iter_s"], p.t_iter,
-                         f"{compute.source}; {'; '.join(p.assumptions[1:])}",
+                         f"{compute.source}; link {lk.name} (alpha {lk.alpha * 1e6:.0f} us, "
+                         f"{lk.bandwidth / 1e9:.2f} GB/s); {'; '.join(p.assumptions[1:])}"
+                         + ("; CPU cores saturated by compute threads: no overlap possible"
+                            if saturated else ""),
                          meas_eff, p.efficiency))
     return out
 

@@ -1,0 +1,147 @@
+"""`dnnbench commbench`: allreduce over a size sweep through the libraries training uses.
+
+Reports time, algorithm bandwidth (bytes / time) and bus bandwidth (nccl-tests: algbw x
+2(n-1)/n, comparable across rank counts), checks the result (#wrong), stores every size in
+the results DB and fits latency α and inverse bandwidth β (t = α + β·m) per library, which
+the performance model then uses in place of a nominal link profile.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from frameworks import events
+from frameworks.plan import PlanContext, free_port, worker_env
+from harness import collect, envs
+from harness.perfmodel.network import Link, bus_bandwidth, fit_alpha_beta
+from harness.store import Store
+from runners import local, mpirun
+from runners.spec import JobResult, ProcessSpec
+
+#: library -> (framework environment it runs in, launcher)
+LIBRARIES = {"torch-gloo": ("torch", "local"), "torch-nccl": ("torch", "local"),
+             "mpi": ("torch", "mpirun")}
+DEFAULT_SIZES = [4 * 4 ** k for k in range(13)] + [128 * 2**20]  # 4 B .. 64 MiB, 128 MiB
+
+
+class CommbenchError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class CommResult:
+    library: str
+    ranks: int
+    rows: list[dict]
+    alpha: float
+    beta: float
+
+    def link(self) -> Link:
+        return Link(f"measured:{self.library}", self.alpha, self.beta,
+                    description=f"fitted from commbench, {self.ranks} ranks")
+
+
+def parse_sizes(text: str) -> list[int]:
+    """'4..128M' (powers of 4 plus the end) or '1K,1M,64M'."""
+    def one(tok: str) -> int:
+        tok = tok.strip().upper()
+        mult = {"K": 2**10, "M": 2**20, "G": 2**30}.get(tok[-1:], 1)
+        return int(float(tok[:-1] if mult > 1 else tok) * mult)
+
+    if ".." in text:
+        lo, hi = (one(t) for t in text.split(".."))
+        sizes, s = [], lo
+        while s < hi:
+            sizes.append(s)
+            s *= 4
+        return sizes + [hi]
+    return [one(t) for t in text.split(",") if t.strip()]
+
+
+def plan(library: str, ranks: int, sizes: list[int], python: str, source_root: str,
+         iters: int, timeout: float) -> list[ProcessSpec]:
+    job = json.dumps({"library": library, "sizes": sizes, "iters": iters, "warmup": 2,
+                      "timeout_s": timeout})
+    port = str(free_port())
+    from frameworks.contract import RunSpec
+
+    spec = RunSpec("torch", "resnet50", devices_per_node=ranks, strategy="allreduce")
+    ctx = PlanContext(python, source_root, "commbench")
+    out = []
+    for rank in range(ranks):
+        env = worker_env(spec, ctx, rank, rank, ranks)
+        env.update(DNNBENCH_COMM=job, MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
+                   RANK=str(rank), WORLD_SIZE=str(ranks), LOCAL_RANK=str(rank))
+        out.append(ProcessSpec("rank", rank, (python, "-m", "frameworks.commbench"), env))
+    return out
+
+
+def run(library: str, ranks: int, sizes: list[int], store: Store | None = None,
+        iters: int = 10, timeout: float = 600, link_label: str = "local",
+        experiment: str = "commbench", source_root: str | None = None) -> CommResult:
+    if library not in LIBRARIES:
+        raise CommbenchError(f"unknown library {library!r}; known: {', '.join(LIBRARIES)}")
+    if ranks < 2:
+        raise CommbenchError("commbench needs at least 2 ranks")
+    framework, launcher = LIBRARIES[library]
+    env = envs.find(framework)
+    if source_root is None:
+        from harness.sweep import worker_source_root
+
+        source_root = worker_source_root()
+    procs = plan(library, ranks, sizes, env.python, source_root, iters, timeout)
+    job: JobResult = (mpirun.launch(procs, timeout) if launcher == "mpirun"
+                      else local.launch(procs, timeout))
+    evs = collect.job_events(job)
+    errors = [e["reason"] for e in evs if e["event"] == events.ERROR]
+    if not job.ok or errors:
+        tail = "\n".join(job.failure_tail(15))
+        raise CommbenchError(f"{library} commbench failed: "
+                             f"{errors[0] if errors else 'exit status'}\n{tail}")
+    run_id, started = collect.new_run_id(), collect.now_iso()
+    by_size: dict[int, dict] = {}
+    for e in evs:
+        if e["event"] != events.COMM:
+            continue
+        row = by_size.setdefault(e["bytes"], {"times": [], "wrong": 0})
+        row["times"].append(e["median"])  # each rank's median; the slowest rank counts
+        row["wrong"] += e["wrong"]
+    rows = []
+    for nbytes in sorted(by_size):
+        t = max(by_size[nbytes]["times"])
+        rows.append({"run_id": run_id, "started": started, "experiment": experiment,
+                     "library": library, "op": "allreduce", "ranks": ranks, "nodes": 1,
+                     "link": link_label, "bytes": nbytes, "median_s": t,
+                     "algbw": nbytes / t, "busbw": bus_bandwidth(ranks, nbytes, t),
+                     "wrong": by_size[nbytes]["wrong"],
+                     "times_json": json.dumps(by_size[nbytes]["times"])})
+    alpha, beta = fit(rows)
+    if store is not None:
+        store.add_comm(rows)
+    return CommResult(library, ranks, rows, alpha, beta)
+
+
+def fit(rows: list[dict]) -> tuple[float, float]:
+    """α from the smallest messages, β from the large ones: a single least-squares line
+    over sizes spanning 7 orders of magnitude would let the largest dominate both."""
+    rows = sorted(rows, key=lambda r: r["bytes"])
+    small = [r["median_s"] for r in rows if r["bytes"] <= 4096] or [rows[0]["median_s"]]
+    big = [r for r in rows if r["bytes"] >= 2**20] or rows[-2:]
+    _, beta = fit_alpha_beta([r["bytes"] for r in big], [r["median_s"] for r in big])
+    alpha = min(small)
+    return alpha, beta
+
+
+def fitted_link(store: Store, library: str, ranks: int | None = None) -> Link | None:
+    """The newest commbench fit for a library (optionally at a rank count) in the DB."""
+    where, params = "WHERE library = ?", [library]
+    if ranks:
+        where += " AND ranks = ?"
+        params.append(ranks)
+    rows = store.comm(where, params)
+    if not rows:
+        return None
+    newest = rows[-1]["run_id"]
+    alpha, beta = fit([r for r in rows if r["run_id"] == newest])
+    return Link(f"measured:{library}", alpha, beta, description="fitted from commbench")

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Install the system packages dnnbench's launchers and tests use (Debian/Ubuntu, as root),
+# only those missing: idempotent and quick when everything is present.
+#   Open MPI   mpirun launcher, mpi4py commbench (Debian 12: 4.1.4)
+#   Chromium   the report's browser test (headless)
+set -euo pipefail
+need=()
+command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin libopenmpi-dev)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+if [ ${#need[@]} -eq 0 ]; then exit 0; fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "dnnbench: missing system packages: ${need[*]}; install them (as root): apt-get install ${need[*]}" >&2
+  exit 1
+fi
+echo "installing system packages: ${need[*]} ..." >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >&2
+apt-get install -y -qq --no-install-recommends "${need[@]}" >&2

@@ -1,0 +1,126 @@
+"""Data-parallel training and communication with real processes (PyTorch DDP, MPI)."""
+
+import json
+import os
+import shutil
+import time
+
+import pytest
+
+from frameworks.contract import RunSpec
+from frameworks.plan import PlanContext, plan
+from harness import collect, commbench
+from harness.manifest import host_manifest
+from harness.store import Store
+from harness.sweep import worker_source_root
+from runners import local, mpirun
+from runners.process import tree
+from runners.spec import ProcessSpec
+
+needs_mpi = pytest.mark.skipif(shutil.which("mpirun") is None,
+                               reason="Open MPI not installed (harness/system-deps.sh)")
+
+
+def ddp(torch_env, **kw):
+    spec = RunSpec(**{"framework": "torch", "model": "resnet50", "image_size": 32,
+                      "batch_size": 4, "steps": 4, "warmup": 1, "trials": 1, "num_classes": 10,
+                      "strategy": "allreduce", "devices_per_node": 2, "threads": 1, **kw})
+    procs = plan(spec, PlanContext(torch_env.python, worker_source_root(), "t"))
+    job = local.launch(procs, timeout=spec.timeout_s)
+    return collect.record(spec, "test", "t", job, host_manifest()), job
+
+
+def test_ddp_two_workers_finish_with_identical_weights_and_falling_loss(torch_env):
+    rec, job = ddp(torch_env, steps=12, loss_every=1, model="googlenet", lr=0.02)
+    row = rec.row
+    assert row["status"] == "ok", row["output_tail"]
+    assert row["replicas_identical"] == 1 and row["workers"] == 2
+    assert row["images_per_s"] == pytest.approx(8 / row["t_iter_s"])
+    from frameworks import events
+    losses = [v for ev in collect.job_events(job) if ev["event"] == events.LOSS
+              and ev["rank"] == 0 for v in ev["values"]]
+    assert sum(losses[-3:]) < sum(losses[:3])
+
+
+def test_ddp_breakdown_measures_communication(torch_env):
+    rec, _ = ddp(torch_env, mode="breakdown")
+    row = rec.row
+    assert row["status"] == "ok", row["output_tail"]
+    # ResNet-50's 94 MB of gradients (10 classes) cross gloo: clearly measurable
+    assert row["t_comm_s"] > 0.005 and row["replicas_identical"] == 1
+
+
+def test_killed_rank_tears_down_the_job_within_the_timeout(torch_env):
+    """A rank that dies mid-training must not leave its peer hanging in a collective."""
+    spec = RunSpec("torch", "resnet50", image_size=32, batch_size=4, steps=500, warmup=1,
+                   trials=1, num_classes=10, strategy="allreduce", devices_per_node=2,
+                   threads=1, timeout_s=120)
+    procs = plan(spec, PlanContext(torch_env.python, worker_source_root(), "t"))
+    pids: dict[str, int] = {}
+    killed = []
+
+    def on_line(tag, line):
+        if '"event":"model"' in line and tag == "worker1" and not killed:
+            killed.append(True)
+            os.kill(pids["worker1"], 9)
+
+    t0 = time.monotonic()
+    job = local.launch(procs, timeout=spec.timeout_s, on_line=on_line,
+                       on_start=lambda tag, pid: pids.__setitem__(tag, pid))
+    assert killed and not job.ok and time.monotonic() - t0 < 60
+    assert job.failed_tag == "worker1"
+    time.sleep(0.3)
+    for pid in pids.values():
+        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(
+            ")")[-1].split()[0] == "Z"
+        assert not tree(pid)
+
+
+def test_mpirun_command_is_exact():
+    specs = [ProcessSpec("worker", r, ("py", "-m", "frameworks.worker"),
+                         {"DNNBENCH_SPEC": "{}", "DNNBENCH_RANK": str(r), "OMP_NUM_THREADS": "1"},
+                         host="127.0.0.1") for r in range(2)]
+    p = mpirun.mpirun_command(specs, "mpirun", as_root=True, mca={"btl": "tcp,self"})
+    assert " ".join(p.argv) == (
+        "mpirun -np 2 -H 127.0.0.1:2 --bind-to none --map-by slot --tag-output "
+        "--allow-run-as-root --mca btl tcp,self -x DNNBENCH_SPEC -x OMP_NUM_THREADS "
+        "py -m frameworks.worker")
+    assert p.env["OMPI_ALLOW_RUN_AS_ROOT"] == "1" and "DNNBENCH_RANK" not in p.env
+    hosts = [ProcessSpec("worker", r, ("py",), host=h) for r, h in enumerate(["a", "a", "b"])]
+    assert "-H a:2,b:1" in " ".join(mpirun.mpirun_command(hosts, as_root=False).argv)
+
+
+def test_commbench_sizes():
+    assert commbench.parse_sizes("4..1K") == [4, 16, 64, 256, 1024]
+    assert commbench.parse_sizes("1K,2M") == [1024, 2 * 2**20]
+
+
+@pytest.mark.parametrize("library", ["torch-gloo", pytest.param("mpi", marks=needs_mpi)])
+def test_commbench_bandwidth_is_sensible_and_fit_within_range(torch_env, tmp_path, library):
+    sizes = commbench.parse_sizes("4..16M")
+    with Store(tmp_path / "c.db") as store:
+        res = commbench.run(library, 2, sizes, store, iters=5, timeout=300)
+        rows = store.comm()
+    assert len(rows) == len(sizes) and all(r["wrong"] == 0 for r in rows)
+    big = [r for r in res.rows if r["bytes"] >= 2**20]
+    # large messages move at least 10x more bytes per second than 4-byte ones
+    assert min(r["algbw"] for r in big) > 10 * res.rows[0]["algbw"]
+    assert 1e7 < 1 / res.beta < 1e11  # 10 MB/s .. 100 GB/s
+    times = [r["median_s"] for r in res.rows]
+    assert min(times) <= res.alpha <= max(times)
+
+
+@needs_mpi
+def test_training_under_mpirun(torch_env, tmp_path):
+    """The same worker, launched by mpirun: ranks come from OMPI_COMM_WORLD_*."""
+    spec = RunSpec("torch", "googlenet", image_size=32, batch_size=4, steps=2, warmup=1,
+                   trials=1, num_classes=10, strategy="allreduce", devices_per_node=2,
+                   threads=1)
+    procs = plan(spec, PlanContext(torch_env.python, worker_source_root(), "t"))
+    job = mpirun.launch(procs, timeout=300)
+    rec = collect.record(spec, "test", "t", job, host_manifest())
+    assert rec.row["status"] == "ok", rec.row["output_tail"]
+    assert rec.row["replicas_identical"] == 1
+    ranks = {json.loads(line.split(":::DNNBENCH ", 1)[1])["rank"]
+             for line in job.processes[0].lines if '"event":"done"' in line}
+    assert ranks == {0, 1}
