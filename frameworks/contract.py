@@ -84,6 +84,7 @@ class RunSpec:
     seed: int = 0
     loss_every: int = 0  # record the loss every N timed steps (0: once per trial, untimed)
     timeout_s: float = 600.0
+    memory_limit_mb: int = 0  # per process address-space limit (0: none)
     label: str = ""
 
     @property
@@ -111,10 +112,10 @@ class RunSpec:
         return cls.from_dict(json.loads(text))
 
     def config_hash(self) -> str:
-        """Identity of the measurement: every field except the label and the time limit."""
+        """Identity of the measurement: every field except the label and the limits."""
         data = asdict(self)
-        data.pop("label")
-        data.pop("timeout_s")
+        for name in ("label", "timeout_s", "memory_limit_mb"):
+            data.pop(name)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -146,8 +147,8 @@ def validate(spec: RunSpec) -> None:
                                    f"{spec.framework}; supported: {', '.join(allowed)}")
     _positive(spec, "batch_size", "image_size", "num_classes", "steps", "trials", "nodes",
               "devices_per_node")
-    if spec.warmup < 0 or spec.threads < 0 or spec.loss_every < 0:
-        raise SpecError("warmup, threads and loss_every must be >= 0")
+    if spec.warmup < 0 or spec.threads < 0 or spec.loss_every < 0 or spec.memory_limit_mb < 0:
+        raise SpecError("warmup, threads, loss_every and memory_limit_mb must be >= 0")
     if spec.timeout_s <= 0:
         raise SpecError(f"timeout_s = {spec.timeout_s!r} must be > 0 seconds")
     _choice("strategy", spec.strategy, STRATEGIES)

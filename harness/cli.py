@@ -47,6 +47,7 @@ def _add_spec_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--devices-per-node", type=int, help="workers per host (1)")
     g.add_argument("--ps", type=int, help="parameter servers for ps-* strategies")
     g.add_argument("--timeout", type=float, dest="timeout_s", help="seconds per run (600)")
+    g.add_argument("--memory-limit-mb", type=int, help="address-space cap per process")
     g.add_argument("--label", help="free text stored with the run")
 
 
@@ -153,16 +154,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     p_res = sub.add_parser("results", help="list stored runs; export CSV/JSON")
     p_res.add_argument("--db", default=DEFAULT_DB)
-    p_res.add_argument("--experiment")
+    for name in ("experiment", "framework", "model", "strategy", "mode", "status"):
+        p_res.add_argument(f"--{name}", help=f"only runs with this {name}")
     p_res.add_argument("--csv", help="write the runs as CSV here")
-    p_res.add_argument("--json", help="write the runs as JSON here")
+    p_res.add_argument("--json", help="write the runs as JSON here (one object per run)")
+    p_res.add_argument("--trace", metavar="RUN_ID",
+                       help="write a Chrome/Perfetto trace of a breakdown run (-o FILE)")
+    p_res.add_argument("-o", "--output", default="trace.json", help="trace file (trace.json)")
+
+    p_plan = sub.add_parser("plan", help="show an experiment's runs before running it")
+    p_plan.add_argument("experiment_file")
+    p_plan.add_argument("--db", help="also show which runs are already stored (resume)")
     return parser
 
 
 def _spec_overrides(args: argparse.Namespace) -> dict[str, Any]:
     keys = ("framework", "model", "batch_size", "image_size", "num_classes", "steps", "warmup",
             "trials", "mode", "device", "precision", "layout", "threads", "timeout_s", "label",
-            "strategy", "nodes", "devices_per_node", "ps")
+            "strategy", "nodes", "devices_per_node", "ps", "memory_limit_mb")
     return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
 
 
@@ -266,15 +275,55 @@ def cmd_results(args: argparse.Namespace) -> int:
 
     if not Path(args.db).is_file():
         raise UserError(f"results database {args.db} does not exist")
+    filters = {k: getattr(args, k) for k in export.FILTERS if k != "experiment"}
     with Store(args.db) as store:
+        if args.trace:
+            from harness import trace
+
+            try:
+                print(f"trace: {trace.write(store, args.trace, args.output)}")
+            except trace.TraceError as exc:
+                raise UserError(str(exc)) from None
+            return 0
         if args.csv:
-            export.write_csv(store, args.csv, args.experiment)
+            export.write_csv(store, args.csv, args.experiment, **filters)
             print(f"CSV: {args.csv}")
         if args.json:
-            export.write_json(store, args.json, args.experiment)
+            export.write_json(store, args.json, args.experiment, **filters)
             print(f"JSON: {args.json}")
         if not args.csv and not args.json:
-            export.print_table(store, args.experiment)
+            export.print_table(store, args.experiment, **filters)
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from harness import experiment
+    from harness.sweep import describe
+
+    exp = experiment.load(args.experiment_file)
+    stored: dict[str, str] = {}
+    if args.db and Path(args.db).is_file():
+        from harness.store import Store
+
+        with Store(args.db) as store:
+            stored = {r["config_hash"]: r["status"] for r in store.runs(
+                "WHERE experiment = ?", (exp.name,))}
+    runnable = len(exp.runnable)
+    print(f"experiment {exp.name} ({exp.source}): {len(exp.runs)} runs, {runnable} to measure, "
+          f"{len(exp.runs) - runnable} skipped as unsupported")
+    if exp.description:
+        print(f"  {exp.description}")
+    budget = 0.0
+    for i, p in enumerate(exp.runs, start=1):
+        state = stored.get(p.spec.config_hash())
+        mark = f"stored ({state})" if state else ("skip" if p.skip_reason else "run")
+        line = f"{i:>4}. [{mark}] {describe(p.spec)}"
+        if p.skip_reason:
+            line += f": {p.skip_reason}"
+        else:
+            budget += p.spec.timeout_s
+        print(line)
+    print(f"time limit if every run used its whole timeout: {budget / 60:.0f} min")
     return 0
 
 
@@ -425,7 +474,7 @@ def cmd_paper(args: argparse.Namespace) -> int:
 
 COMMANDS = {"env": cmd_env, "models": cmd_models, "run": cmd_run, "report": cmd_report,
             "results": cmd_results, "predict": cmd_predict, "ps-placement": cmd_ps_placement,
-            "paper": cmd_paper, "commbench": cmd_commbench}
+            "paper": cmd_paper, "commbench": cmd_commbench, "plan": cmd_plan}
 
 
 def main(argv: list[str] | None = None) -> int:

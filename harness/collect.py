@@ -12,6 +12,9 @@ from harness.stats import median, summarize
 from harness.store import PHASE_COLUMNS, RunRecord
 from runners.spec import JobResult
 
+#: A first trial this much slower than the rest means warm-up was too short.
+SETTLING_WARN = 0.05
+
 
 def new_run_id() -> str:
     return uuid.uuid4().hex[:16]
@@ -30,6 +33,12 @@ def base_row(spec: RunSpec, experiment: str, run_id: str, status: str, reason: s
             "batch_size": spec.batch_size, "image_size": spec.image_size,
             "workers": spec.workers, "nodes": spec.nodes, "ps": spec.ps, "label": spec.label,
             "started": now_iso(), "spec_json": spec.to_json(), "manifest_json": manifest or {}}
+
+
+def _looks_oom(*texts: str) -> bool:
+    words = ("out of memory", "cannot allocate memory", "can't allocate memory", "memoryerror",
+             "std::bad_alloc", "killed by signal 9")
+    return any(w in (t or "").lower() for t in texts for w in words)
 
 
 def job_events(job: JobResult) -> list[dict[str, Any]]:
@@ -64,13 +73,18 @@ def record(spec: RunSpec, experiment: str, run_id: str, job: JobResult,
             f"process {job.failed_tag} exited with code {code}" if job.failed_tag
             else "worker finished without reporting results")
         if code is not None and code < 0:
-            reason += f" (killed by signal {-code})"
+            reason += f" (killed by signal {-code}" + (
+                ": SIGKILL, e.g. the kernel's out-of-memory killer)" if code == -9 else ")")
         row.update(status="failed", reason=reason)
     if row["status"] != "ok":
         row["output_tail"] = "\n".join(job.failure_tail(25))
+        if spec.memory_limit_mb and _looks_oom(row["reason"], row["output_tail"]):
+            row["reason"] = (f"out of memory under memory_limit_mb = {spec.memory_limit_mb}: "
+                             f"{row['reason']}")
     trials = [ev for ev in evs if ev["event"] == events.TRIAL]
     rec = RunRecord(row)
     times: list[float] = []
+    per_trial: dict[int, list[float]] = {}
     paired: list[float] = []
     phase_samples: dict[str, list[float]] = {}
     for tr in trials:
@@ -83,6 +97,7 @@ def record(spec: RunSpec, experiment: str, run_id: str, job: JobResult,
             rec.iterations.append((rank, trial, i, float(t)))
             if rank == 0:
                 times.append(float(t))
+                per_trial.setdefault(trial, []).append(float(t))
         for phase, values in (tr.get("phases") or {}).items():
             for i, t in enumerate(values):
                 rec.phases.append((rank, trial, i, phase, float(t)))
@@ -98,6 +113,10 @@ def record(spec: RunSpec, experiment: str, run_id: str, job: JobResult,
                    images_per_s_per_worker=gb / s.median / spec.workers)
         if paired:
             row["t_iter_paired_s"] = median(paired)
+        if len(per_trial) > 1:
+            first = median(per_trial[min(per_trial)])
+            rest = median([t for k, v in per_trial.items() if k != min(per_trial) for t in v])
+            row["settling"] = first / rest - 1
         for phase, column in PHASE_COLUMNS.items():
             if phase in phase_samples:
                 row[column] = median(phase_samples[phase])

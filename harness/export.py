@@ -11,27 +11,37 @@ from harness.store import COLUMN_NAMES, Store
 BLOBS = ("spec_json", "manifest_json", "output_tail")
 
 
-def _rows(store: Store, experiment: str | None) -> list[dict]:
-    if experiment:
-        return store.runs("WHERE experiment = ?", (experiment,))
-    return store.runs()
+FILTERS = ("experiment", "framework", "model", "strategy", "mode", "status")
 
 
-def write_csv(store: Store, path: str | Path, experiment: str | None = None) -> Path:
+def _rows(store: Store, experiment: str | None = None, **filters: str | None) -> list[dict]:
+    """Runs matching every given field (None: any)."""
+    wanted = {"experiment": experiment, **filters}
+    wanted = {k: v for k, v in wanted.items() if v is not None}
+    unknown = set(wanted) - set(FILTERS)
+    if unknown:
+        raise ValueError(f"cannot filter on {', '.join(sorted(unknown))}")
+    where = " AND ".join(f"{k} = ?" for k in wanted)
+    return store.runs(f"WHERE {where}" if where else "", tuple(wanted.values()))
+
+
+def write_csv(store: Store, path: str | Path, experiment: str | None = None,
+              **filters: str | None) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=COLUMN_NAMES)
         writer.writeheader()
-        for row in _rows(store, experiment):
+        for row in _rows(store, experiment, **filters):
             writer.writerow(row)
     return path
 
 
-def write_json(store: Store, path: str | Path, experiment: str | None = None) -> Path:
+def write_json(store: Store, path: str | Path, experiment: str | None = None,
+               **filters: str | None) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    rows = _rows(store, experiment)
+    rows = _rows(store, experiment, **filters)
     for row in rows:
         for key in ("spec_json", "manifest_json"):
             if row.get(key):
@@ -40,15 +50,15 @@ def write_json(store: Store, path: str | Path, experiment: str | None = None) ->
     return path
 
 
-def print_table(store: Store, experiment: str | None = None) -> None:
-    rows = _rows(store, experiment)
+def print_table(store: Store, experiment: str | None = None, **filters: str | None) -> None:
+    rows = _rows(store, experiment, **filters)
     if not rows:
         print("no runs stored")
         return
     print(f"{'run_id':<17}{'experiment':<12}{'framework':<10}{'model':<10}{'mode':<11}"
-          f"{'batch':>6}{'px':>5}{'status':>9}{'images/s':>10}")
+          f"{'strategy':<10}{'workers':>7}{'batch':>6}{'px':>5}{'status':>9}{'images/s':>10}")
     for r in rows:
         ips = f"{r['images_per_s']:.1f}" if r["images_per_s"] else "-"
         print(f"{r['run_id']:<17}{(r['experiment'] or '')[:11]:<12}{r['framework']:<10}"
-              f"{r['model']:<10}{r['mode']:<11}{r['batch_size']:>6}{r['image_size']:>5}"
-              f"{r['status']:>9}{ips:>10}")
+              f"{r['model']:<10}{r['mode']:<11}{r['strategy']:<10}{r['workers']:>7}"
+              f"{r['batch_size']:>6}{r['image_size']:>5}{r['status']:>9}{ips:>10}")

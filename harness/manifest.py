@@ -53,9 +53,17 @@ def _nvidia_smi() -> dict:
     return {"gpus": [r[0] for r in rows], "gpu_driver": rows[0][1]}
 
 
+def _mpi_version() -> str:
+    if not shutil.which("mpirun"):
+        return "none"
+    out = subprocess.run(["mpirun", "--version"], capture_output=True, text=True)
+    first = (out.stdout or out.stderr).strip().splitlines()
+    return first[0] if first else "unknown"
+
+
 @lru_cache(maxsize=1)
 def host_manifest() -> dict:
     return {"host": socket.gethostname(), "os": platform.platform(),
             "cpu": _cpu_model(), "cores": os.cpu_count() or 1,
             "memory_bytes": _memory_bytes(), "harness_python": platform.python_version(),
-            "dnnbench_commit": _git_commit(), **_nvidia_smi()}
+            "dnnbench_commit": _git_commit(), "mpi": _mpi_version(), **_nvidia_smi()}

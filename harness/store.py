@@ -46,6 +46,8 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
     ("t_iter_high_s", "REAL", "s", "95% interval of the median, high end"),
     ("jitter", "REAL", "fraction", "1.4826 x MAD / median of iteration times"),
     ("n_iters", "INTEGER", "", "timed iterations (warm-up excluded)"),
+    ("settling", "REAL", "fraction", "first trial's median over the later trials' median, "
+     "minus 1: > 0.05 means warm-up was too short"),
     ("t_iter_paired_s", "REAL", "s", "breakdown runs: median throughput-mode iteration time "
      "measured in the same process, alternating with the breakdown trials"),
     ("t_io_s", "REAL", "s", "breakdown: median time waiting for the next batch"),
@@ -126,6 +128,13 @@ class Store:
             if row[key] is not None and not isinstance(row[key], str):
                 row[key] = json.dumps(row[key], sort_keys=True)
         with self.conn:  # one transaction: the run and all its raw samples, or nothing
+            # one row per configuration and experiment: a retried run replaces its failure
+            stale = [r[0] for r in self.conn.execute(
+                "SELECT run_id FROM runs WHERE experiment = ? AND config_hash = ? AND "
+                "status != 'ok'", (row["experiment"], row["config_hash"]))]
+            for run_id in stale:
+                for table in ("iterations", "phases", "runs"):
+                    self.conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
             self.conn.execute(
                 f"INSERT INTO runs ({', '.join(COLUMN_NAMES)}) VALUES "
                 f"({', '.join('?' for _ in COLUMN_NAMES)})", [row[k] for k in COLUMN_NAMES])

@@ -10,20 +10,20 @@ from __future__ import annotations
 import hashlib
 import shutil
 import sys
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TextIO
 
 import frameworks
+from frameworks import events
 from frameworks.plan import PlanContext, plan
 from harness import collect, envs
+from harness.collect import SETTLING_WARN
 from harness.experiment import Experiment
 from harness.manifest import host_manifest
+from harness.progress import Progress
 from harness.store import RunRecord, Store
 from runners import local
-
-Echo = Callable[[str], None]
 
 
 @dataclass
@@ -69,11 +69,6 @@ def check_environments(exp: Experiment) -> dict[tuple[str, str], envs.Env]:
     return {key: envs.find(*key) for key in needed}
 
 
-def _fmt_duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    return f"{seconds // 60}:{seconds % 60:02d}"
-
-
 def describe(spec) -> str:
     return (f"{spec.framework} {spec.model} b{spec.batch_size} {spec.image_size}px "
             f"{spec.mode} {spec.strategy} x{spec.workers}"
@@ -81,7 +76,9 @@ def describe(spec) -> str:
 
 
 def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
-                   echo: Echo = print, stream_output: bool = False) -> SweepSummary:
+                   stream_output: bool = False, out: TextIO | None = None) -> SweepSummary:
+    """Run every planned configuration not yet stored; progress goes to `out` (stdout):
+    live on a terminal, plain lines otherwise."""
     environments = check_environments(exp)
     done = {r["config_hash"]: r["status"] for r in store.runs(
         "WHERE experiment = ?", (exp.name,))}
@@ -89,50 +86,57 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
     summary = SweepSummary()
     todo = [p for p in exp.runs if done.get(p.spec.config_hash()) not in keep]
     summary.reused = len(exp.runs) - len(todo)
+    prog = Progress(len(todo), stream=out)
     if summary.reused:
-        echo(f"resuming {exp.name}: {summary.reused} of {len(exp.runs)} runs already stored, "
-             f"{len(todo)} to go")
+        failed = sum(1 for p in exp.runs if done.get(p.spec.config_hash()) in ("failed",
+                                                                              "timeout"))
+        hint = (f" ({failed} of them failed: add --retry-failed to measure them again)"
+                if failed and not retry_failed else "")
+        prog.note(f"resuming {exp.name}: {summary.reused} of {len(exp.runs)} runs already "
+                  f"stored{hint}, {len(todo)} to go")
     source_root = worker_source_root()
     host = host_manifest()
-    t0 = time.monotonic()
-    measured = 0
     for i, planned in enumerate(todo, start=1):
         spec = planned.spec
-        head = f"[{i}/{len(todo)}] {describe(spec)}"
+        prog.start(i, describe(spec))
         if planned.skip_reason:
             store.add(RunRecord(collect.base_row(spec, exp.name, collect.new_run_id(),
                                                  "skipped", planned.skip_reason,
                                                  {"host": host})))
             summary.skipped += 1
-            echo(f"{head}: skipped: {planned.skip_reason}")
+            prog.end(f"skipped: {planned.skip_reason}", measured=False)
             continue
         env = environments[(spec.framework, variant_for(spec.device))]
         run_id = collect.new_run_id()
         procs = plan(spec, PlanContext(env.python, source_root, run_id))
-        on_line = (lambda tag, line: print(f"  [{tag}] {line}", file=sys.stderr)) \
-            if stream_output else None
-        started = time.monotonic()
+        if spec.memory_limit_mb:
+            procs = [replace(p, memory_limit_bytes=spec.memory_limit_mb * 2**20) for p in procs]
+
+        def on_line(tag: str, line: str, spec=spec) -> None:
+            if stream_output:
+                print(f"  [{tag}] {line}", file=sys.stderr)
+            if '"event":"trial"' in line and '"rank":0' in line and '"paired"' not in line:
+                ev = events.parse(line)
+                if ev:
+                    prog.trial(ev["trial"] + 1, spec.trials)
+
         try:
             job = local.launch(procs, spec.timeout_s, on_line=on_line)
         except KeyboardInterrupt:
             summary.interrupted = True
-            echo(f"{head}: interrupted; every finished run is stored, rerun the same command "
-                 "to resume")
+            prog.end("interrupted; every finished run is stored, rerun the same command to "
+                     "resume", measured=False)
             break
         rec = collect.record(spec, exp.name, run_id, job, host)
         store.add(rec)
-        measured += 1
         row = rec.row
-        elapsed = time.monotonic() - t0
-        left = sum(1 for p in todo[i:] if not p.skip_reason)
-        eta = elapsed / measured * left
-        took = _fmt_duration(time.monotonic() - started)
         if row["status"] == "ok":
             summary.ok += 1
-            echo(f"{head}: {row['images_per_s']:.1f} images/s, t_iter "
-                 f"{row['t_iter_s'] * 1e3:.1f} ms (jitter {row['jitter'] * 100:.1f}%) in {took}"
-                 f"; elapsed {_fmt_duration(elapsed)}, ETA {_fmt_duration(eta)}")
+            prog.end(f"{row['images_per_s']:.1f} images/s, t_iter {row['t_iter_s'] * 1e3:.1f} ms"
+                     f" (jitter {row['jitter'] * 100:.1f}%)"
+                     + (f"; still settling: first trial {row['settling']:+.0%} vs the rest"
+                        if (row.get("settling") or 0) > SETTLING_WARN else ""))
         else:
             summary.failed += 1
-            echo(f"{head}: {row['status']}: {row['reason']} (after {took})")
+            prog.end(f"{row['status']}: {row['reason']}")
     return summary

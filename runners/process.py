@@ -9,6 +9,7 @@ period. Only PIDs this function started (and their descendants) are ever signall
 
 from __future__ import annotations
 
+import ctypes
 import os
 import resource
 import signal
@@ -92,12 +93,21 @@ def terminate(procs: list[subprocess.Popen], grace: float = GRACE_S) -> None:
             pass
 
 
-def _preexec(limit: int | None) -> Callable[[], None] | None:
-    if limit is None:
-        return None
+_PR_SET_PDEATHSIG = 1
+try:
+    _libc = ctypes.CDLL("libc.so.6", use_errno=True)
+except OSError:  # not glibc Linux: no parent-death signal, teardown still kills trees
+    _libc = None
+
+
+def _preexec(limit: int | None) -> Callable[[], None]:
+    """In the child: die with the launcher (even if it is SIGKILLed), honour a memory cap."""
 
     def apply() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        if _libc is not None:
+            _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if limit is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
     return apply
 
