@@ -16,7 +16,12 @@ quiet() { "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >
 (
   flock 9
   for old in "$CACHE"/envs/harness-*; do
-    if [ -f "$old/.repo" ] && [ ! -d "$(cat "$old/.repo")" ]; then rm -rf "$old"; fi
+    [ -f "$old/.repo" ] || continue
+    owner=$(cat "$old/.repo")
+    # gone checkouts, and this checkout's venvs built from older requirements
+    if [ ! -d "$owner" ] || { [ "$owner" = "$repo" ] && [ "$old" != "$venv" ]; }; then
+      rm -rf "$old"
+    fi
   done
   if [ ! -f "$venv/.ready" ]; then
     echo "creating the harness environment in $venv ..." >&2

@@ -92,7 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
     p_rep = sub.add_parser("report", help="render the HTML report from a results DB")
     p_rep.add_argument("--db", default=DEFAULT_DB)
     p_rep.add_argument("--experiment", help="only this experiment")
-    p_rep.add_argument("-o", "--output", default="results/report.html")
+    p_rep.add_argument("--format", choices=["html", "md", "csv"], default="html",
+                       help="html (self-contained page), md (tables for papers/READMEs), "
+                            "csv (a directory with one file per table)")
+    p_rep.add_argument("-o", "--output", help="file (html, md) or directory (csv); default "
+                                              "results/report.html|.md|-csv/")
 
     p_pred = sub.add_parser(
         "predict", help="predict t_iter, throughput and scaling efficiency",
@@ -265,7 +269,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not Path(args.db).is_file():
         raise UserError(f"results database {args.db} does not exist; run `dnnbench run` first "
                         "or pass --db")
-    print(f"report: {render_file(args.db, args.output, args.experiment)}")
+    default = {"html": "results/report.html", "md": "results/report.md",
+               "csv": "results/report-csv"}[args.format]
+    path = render_file(args.db, args.output or default, args.experiment, args.format)
+    print(f"report: {path}")
     return 0
 
 

@@ -1,95 +1,44 @@
-"""Render the results database into one self-contained HTML file.
+"""Render the results database into a self-contained HTML file, Markdown, or CSV files.
 
 Everything the page needs is inline (CSS, SVG charts, a few lines of sort script): it
 opens from a laptop, an e-mail attachment or an air-gapped cluster login node alike.
-jinja2 autoescaping is on, so any text that comes from data shows as text.
+jinja2 autoescaping is on, so any text that comes from data shows as text. The same
+Table objects (reports/tables.py) feed all three formats.
 """
 
 from __future__ import annotations
 
+import csv
 import json
-import math
-from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from frameworks.contract import SUPPORT
 from harness.perfmodel import validate
-from harness.stats import intervals_overlap
-from harness.store import PHASE_COLUMNS, RUN_COLUMNS, Store
-from reports.svg import Bar, GroupedBars, grouped_bars, stacked_bars
+from harness.perfmodel.predict import predict
+from harness.store import RUN_COLUMNS, Store
+from reports import tables as T
+from reports.svg import Bar, GroupedBars, Series, grouped_bars, line_chart, stacked_bars
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-PHASES = list(PHASE_COLUMNS)
+FORMATS = ("html", "md", "csv")
+RUN_TABLE_COLUMNS = [c for c in RUN_COLUMNS if c[0] not in (
+    "spec_json", "manifest_json", "output_tail", "config_hash")]
 
 
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
                              autoescape=True, undefined=jinja2.StrictUndefined)
-    env.filters["num"] = _num
+    env.filters["fmt"] = T.fmt
     return env
 
 
-def _num(v: Any, digits: int = 3) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.{digits}g}" if abs(v) < 10 ** digits else f"{v:,.0f}"
-    return f"{v:,}" if isinstance(v, int) else str(v)
-
-
-def _display(fw: str) -> str:
-    return SUPPORT[fw].display if fw in SUPPORT else fw
-
-
-def _config(r: dict) -> str:
-    return f"b{r['batch_size']} {r['image_size']}px {r['device']} {r['precision']}"
-
-
-def findings(ok: list[dict]) -> list[str]:
-    """Plain sentences from the data: who is fastest per network, and is it significant."""
-    out: list[str] = []
-    by_key: dict[tuple, list[dict]] = defaultdict(list)
-    for r in ok:
-        if r["mode"] == "throughput" and r["workers"] == 1:
-            by_key[(r["model"], _config(r))].append(r)
-    for (model, config), rows in sorted(by_key.items()):
-        best: dict[str, dict] = {}
-        for r in rows:
-            if r["framework"] not in best or r["images_per_s"] > best[r["framework"]][
-                    "images_per_s"]:
-                best[r["framework"]] = r
-        ranked = sorted(best.values(), key=lambda r: -r["images_per_s"])
-        top = ranked[0]
-        if len(ranked) == 1:
-            out.append(f"{model} ({config}): only {_display(top['framework'])} measured, "
-                       f"{top['images_per_s']:.1f} images/s.")
-            continue
-        second = ranked[1]
-        margin = top["images_per_s"] / second["images_per_s"] - 1
-        ci = lambda r: (r["images_per_s_low"] or math.nan, r["images_per_s_high"] or math.nan)  # noqa: E731
-        if intervals_overlap(ci(top), ci(second)):
-            out.append(f"{model} ({config}): {_display(top['framework'])} and "
-                       f"{_display(second['framework'])} are too close to rank "
-                       f"({margin:+.1%}, 95% intervals overlap).")
-        else:
-            out.append(f"{model} ({config}): {_display(top['framework'])} is fastest, "
-                       f"{margin:.1%} ahead of {_display(second['framework'])} "
-                       f"({top['images_per_s']:.1f} vs {second['images_per_s']:.1f} images/s; "
-                       "intervals do not overlap).")
-    return out
-
-
-def context(store: Store, experiment: str | None = None) -> dict[str, Any]:
-    runs = store.runs("WHERE experiment = ?", (experiment,)) if experiment else store.runs()
-    ok = [r for r in runs if r["status"] == "ok"]
-    bad = [r for r in runs if r["status"] != "ok"]
-    tp = [r for r in ok if r["mode"] == "throughput" and r["workers"] == 1]
+def _shootout_charts(shoot: T.Table) -> list:
     charts = []
-    for config in sorted({_config(r) for r in tp}):
-        rows = [r for r in tp if _config(r) == config]
+    for cfg in sorted({row["config"] for row in shoot.rows}):
+        rows = [row["_row"] for row in shoot.rows if row["config"] == cfg]
         models = sorted({r["model"] for r in rows})
         series: dict[str, list] = {}
         for fw in sorted({r["framework"] for r in rows}):
@@ -97,19 +46,89 @@ def context(store: Store, experiment: str | None = None) -> dict[str, Any]:
             for m in models:
                 match = [r for r in rows if r["framework"] == fw and r["model"] == m]
                 r = max(match, key=lambda r: r["images_per_s"]) if match else None
-                bars.append(Bar(r["images_per_s"], r["images_per_s_low"], r["images_per_s_high"])
-                            if r else None)
-            series[_display(fw)] = bars
-        charts.append(grouped_bars(GroupedBars(f"Training throughput, {config}", "images/s",
+                bars.append(Bar(r["images_per_s"], r["images_per_s_low"],
+                                r["images_per_s_high"]) if r else None)
+            series[T.display(fw)] = bars
+        charts.append(grouped_bars(GroupedBars(f"Training throughput, {cfg}", "images/s",
                                                models, series)))
-    bd = [r for r in ok if r["mode"] == "breakdown"]
-    breakdown_chart = None
-    if bd:
-        rows = [(f"{_display(r['framework'])} {r['model']} {_config(r)}",
-                 {p: (r[PHASE_COLUMNS[p]] or 0.0) * 1e3 for p in PHASES}) for r in bd]
-        breakdown_chart = stacked_bars("Time per iteration by phase", "ms", rows, PHASES)
-    manifests = []
-    seen = set()
+    return charts
+
+
+def _scaling_charts(store: Store, scale: T.Table) -> list:
+    """Measured throughput/efficiency vs workers, with the model's curve (dashed) beyond."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in scale.rows:
+        key = (row["framework"], row["model"], row["strategy"], row["config"])
+        groups.setdefault(key, []).append(row)
+    tp: list[Series] = []
+    eff: list[Series] = []
+    for (fw, model, strategy, cfg), rows in sorted(groups.items()):
+        name = f"{fw} {model} {strategy} ({cfg})"
+        base = rows[0]["_base"]
+        pts = sorted((row["workers"], row["images_per_s"]) for row in rows)
+        effs = sorted((row["workers"], row["efficiency_pct"]) for row in rows
+                      if row["efficiency_pct"] is not None)
+        if base:
+            pts = [(1, base["images_per_s"])] + pts
+            effs = [(1, 100.0)] + effs
+        tp.append(Series(f"{name} measured", pts))
+        eff.append(Series(f"{name} measured", effs))
+        largest = max(rows, key=lambda row: row["workers"])
+        model_in = validate.scenario_for(store, largest["_row"])
+        if model_in:
+            sc, compute, _ = model_in
+            top = max(64, 8 * largest["workers"])
+            counts = [2 ** k for k in range(0, top.bit_length()) if 2 ** k <= top]
+            preds = [predict(replace(sc, nodes=1, devices_per_node=n) if sc.nodes == 1
+                             else replace(sc, nodes=max(1, n // sc.devices_per_node)), compute)
+                     for n in counts]
+            tp.append(Series(f"{name} model", [(p.scenario.workers, p.throughput)
+                                               for p in preds], dashed=True, markers=False,
+                             color_of=f"{name} measured"))
+            eff.append(Series(f"{name} model", [(p.scenario.workers, p.efficiency * 100)
+                                                for p in preds], dashed=True, markers=False,
+                              color_of=f"{name} measured"))
+    if not tp:
+        return []
+    return [line_chart("Throughput vs workers (model dashed)", "workers", "images/s", tp,
+                       log_x=True, log_y=True),
+            line_chart("Scaling efficiency vs workers (model dashed)", "workers", "efficiency %",
+                       eff, log_x=True)]
+
+
+def _comm_chart(comm: T.Table, fits: T.Table):
+    if not comm:
+        return None
+    series = []
+    for f in fits.rows:
+        name = f"{f['library']} x{f['ranks']} {f['link']}"
+        rows = [r for r in comm.rows if (r["library"], r["ranks"], r["link"]) ==
+                (f["library"], f["ranks"], f["link"])]
+        series.append(Series(f"{name} measured", [(r["bytes"], r["_seconds"]) for r in rows]))
+        n = f["ranks"]
+        series.append(Series(f"{name} alpha-beta fit", [
+            (r["bytes"], f["_alpha"] + f["_beta"] * r["bytes"]) for r in rows],
+            dashed=True, markers=False, color_of=f"{name} measured"))
+        del n
+    return line_chart("Allreduce time vs message size", "bytes", "seconds", series,
+                      log_x=True, log_y=True)
+
+
+def _ps_chart(ps: T.Table):
+    if not ps:
+        return None
+    series = []
+    for model in sorted({r["model"] for r in ps.rows}):
+        rows = [r for r in ps.rows if r["model"] == model]
+        series.append(Series(f"{model} greedy", [(r["ps"], r["greedy_imbalance"]) for r in rows]))
+        series.append(Series(f"{model} round-robin", [(r["ps"], r["rr_imbalance"]) for r in rows],
+                             dashed=True))
+    return line_chart("Busiest server / mean vs number of servers", "parameter servers",
+                      "imbalance (x)", series, log_x=True)
+
+
+def _manifests(ok: list[dict]) -> list[dict]:
+    out, seen = [], set()
     for r in ok:
         m = json.loads(r["manifest_json"] or "{}")
         key = json.dumps(m.get("host", {}), sort_keys=True) + r["framework"]
@@ -117,29 +136,108 @@ def context(store: Store, experiment: str | None = None) -> dict[str, Any]:
             continue
         seen.add(key)
         rank0 = m.get("ranks", {}).get("0", {})
-        manifests.append({"framework": _display(r["framework"]), "host": m.get("host", {}),
-                          "worker": {k: v for k, v in rank0.items() if k != "settings"},
-                          "settings": rank0.get("settings", {})})
-    model_checks = validate.checks(store, experiment)
-    columns = [c for c in RUN_COLUMNS if c[0] not in ("spec_json", "manifest_json",
-                                                        "output_tail", "config_hash")]
-    return {"runs": runs, "ok": ok, "bad": bad, "charts": charts,
-            "breakdown_chart": breakdown_chart, "breakdown": bd, "phases": PHASES,
-            "phase_columns": PHASE_COLUMNS, "findings": findings(ok), "manifests": manifests,
-            "columns": columns, "experiment": experiment,
-            "experiments": sorted({r["experiment"] for r in runs}),
-            "frameworks": sorted({_display(r["framework"]) for r in runs}),
-            "display": _display, "checks": model_checks,
-            "model_error": validate.median_abs_error(model_checks)}
+        out.append({"framework": T.display(r["framework"]), "host": m.get("host", {}),
+                    "worker": {k: v for k, v in rank0.items()
+                               if k not in ("settings", "state_digest")},
+                    "settings": rank0.get("settings", {})})
+    return out
 
 
-def render(store: Store, experiment: str | None = None) -> str:
-    return _env().get_template("report.html.j2").render(**context(store, experiment))
+def build(store: Store, experiment: str | None = None) -> dict[str, Any]:
+    runs = store.runs("WHERE experiment = ?", (experiment,)) if experiment else store.runs()
+    ok = [r for r in runs if r["status"] == "ok"]
+    bad = [r for r in runs if r["status"] != "ok"]
+    checks = validate.checks(store, experiment)
+    shoot, bd = T.shootout(ok), T.breakdown(ok)
+    scale = T.scaling(ok, checks)
+    comm, fits = T.communication(store)
+    ps = T.ps_placement(runs)
+    acc, fail = T.model_accuracy(checks), T.failures(bad)
+    bd_chart = stacked_bars(
+        "Time per iteration by phase", "ms",
+        [(f"{r['framework']} {r['model']} {r['config']} x{r['workers']}",
+          {p: r[p] for p in T.PHASES}) for r in bd.rows], T.PHASES) if bd else None
+    return {
+        "experiment": experiment, "runs": runs, "ok": ok, "bad": bad,
+        "frameworks": sorted({T.display(r["framework"]) for r in runs}),
+        "experiments": sorted({r["experiment"] for r in runs}),
+        "findings": T.findings(shoot, scale),
+        "model_error": validate.median_abs_error(checks), "n_checks": len(checks),
+        "sections": [
+            ("shootout", "Single-device shoot-out", _shootout_charts(shoot) if shoot else [],
+             [shoot]),
+            ("breakdown", "Where the time goes", [bd_chart] if bd_chart else [], [bd]),
+            ("scaling", "Scaling", _scaling_charts(store, scale) if scale else [], [scale]),
+            ("communication", "Communication", [c for c in [_comm_chart(comm, fits)] if c],
+             [fits, comm]),
+            ("ps", "Parameter servers", [c for c in [_ps_chart(ps)] if c], [ps]),
+            ("model", "Performance model: predicted vs measured", [], [acc]),
+            ("failures", "Failed and skipped runs", [], [fail]),
+        ],
+        "run_columns": RUN_TABLE_COLUMNS, "manifests": _manifests(ok),
+    }
 
 
-def render_file(db: str | Path, output: str | Path, experiment: str | None = None) -> Path:
+def all_tables(ctx: dict[str, Any]) -> list[T.Table]:
+    return [t for _, _, _, tables in ctx["sections"] for t in tables if t]
+
+
+def render_html(ctx: dict[str, Any]) -> str:
+    return _env().get_template("report.html.j2").render(**ctx)
+
+
+def _md_cell(value: Any, digits: int) -> str:
+    """Markdown renderers pass raw HTML through: escape it, and the cell separators."""
+    text = T.fmt(value, digits).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(ctx: dict[str, Any]) -> str:
+    out = [f"# dnnbench report{': ' + ctx['experiment'] if ctx['experiment'] else ''}", ""]
+    out.append(f"{len(ctx['runs'])} runs ({len(ctx['ok'])} ok) of "
+               f"{', '.join(ctx['frameworks'])}.")
+    if ctx["model_error"] is not None:
+        out.append(f"Performance model: median absolute error {ctx['model_error'] * 100:.1f}% "
+                   f"over {ctx['n_checks']} measured configurations.")
+    out += ["", "## Summary", ""] + [f"- {f}" for f in ctx["findings"]]
+    for t in all_tables(ctx):
+        out += ["", f"## {t.title}", ""]
+        if t.note:
+            out += [t.note, ""]
+        heads = [c.label + (f" ({c.unit})" if c.unit else "") for c in t.columns]
+        out.append("| " + " | ".join(heads) + " |")
+        out.append("|" + "|".join("---" if c.digits == 0 else "---:" for c in t.columns) + "|")
+        for row in t.rows:
+            out.append("| " + " | ".join(_md_cell(row.get(c.key), c.digits)
+                                         for c in t.columns) + " |")
+    return "\n".join(out) + "\n"
+
+
+def write_csvs(ctx: dict[str, Any], directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for t in all_tables(ctx):
+        path = directory / f"{t.name}.csv"
+        with open(path, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow([c.key + (f"_{c.unit}" if c.unit else "") for c in t.columns])
+            for row in t.rows:
+                w.writerow([row.get(c.key) for c in t.columns])
+        paths.append(path)
+    return paths
+
+
+def render_file(db: str | Path, output: str | Path, experiment: str | None = None,
+                fmt: str = "html") -> Path:
+    """Write the report; for `csv`, `output` is a directory of one CSV per table."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown report format {fmt!r}; known: {', '.join(FORMATS)}")
     out = Path(output)
-    out.parent.mkdir(parents=True, exist_ok=True)
     with Store(db) as store:
-        out.write_text(render(store, experiment), encoding="utf-8")
+        ctx = build(store, experiment)
+    if fmt == "csv":
+        write_csvs(ctx, out)
+        return out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_html(ctx) if fmt == "html" else render_markdown(ctx), encoding="utf-8")
     return out.resolve()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from harness.perfmodel import network
 from harness.perfmodel.measured import NoMeasurement, compute_from_store
-from harness.perfmodel.predict import Scenario, predict
+from harness.perfmodel.predict import Compute, Scenario, predict
 from harness.stats import median
 from harness.store import Store
 
@@ -93,37 +93,49 @@ def checks(store: Store, experiment: str | None = None, intra: str = "shm",
                     seen.add(c.run_id)
                     out.append(c)
             continue
-        strategy = STRATEGY_MAP.get(r["strategy"])
-        if strategy is None:
+        model_in = scenario_for(store, r, intra, inter)
+        if model_in is None:
             continue
+        sc, compute, note = model_in
+        p = predict(sc, compute)
         key = (r["framework"], r["model"], r["batch_size"], r["image_size"], r["device"])
-        try:
-            compute = compute_from_store(store, *key, threads=r["threads"])
-        except NoMeasurement:
-            continue
         single = [s for s in store.runs(_SINGLE, ("throughput", *key))
                   if s["threads"] == r["threads"]]
-        spec = json.loads(r["spec_json"])
-        lk = _link(store, r, intra if spec.get("nodes", 1) == 1 else inter)
-        # Wait-free backprop needs spare cores for communication progress. CPU workers whose
-        # threads fill every core leave none: gloo/MPI reductions then compete with
-        # backward instead of hiding behind it, so communication is modelled as exposed.
-        cores = json.loads(r["manifest_json"] or "{}").get("host", {}).get("cores", 0)
-        saturated = r["device"] == "cpu" and (r["threads"] or 1) * r["workers"] >= cores
-        sc = Scenario(r["model"], r["batch_size"], nodes=spec.get("nodes", 1),
-                      devices_per_node=spec.get("devices_per_node", r["workers"]),
-                      strategy=strategy, intra=lk, inter=lk if spec.get("nodes", 1) > 1
-                      else inter, ps=spec.get("ps") or 1, image_size=r["image_size"],
-                      num_classes=spec.get("num_classes", 1000), overlap=not saturated)
-        p = predict(sc, compute)
         meas_eff = single[-1]["t_iter_s"] / r["t_iter_s"] if single else None
         out.append(Check(r["run_id"], _label(r), r["workers"], r["t_iter_s"], p.t_iter,
-                         f"{compute.source}; link {lk.name} (alpha {lk.alpha * 1e6:.0f} us, "
-                         f"{lk.bandwidth / 1e9:.2f} GB/s); {'; '.join(p.assumptions[1:])}"
-                         + ("; CPU cores saturated by compute threads: no overlap possible"
-                            if saturated else ""),
+                         f"{compute.source}; {'; '.join(p.assumptions[1:])}{note}",
                          meas_eff, p.efficiency))
     return out
+
+
+def scenario_for(store: Store, r: dict, intra: str = "shm", inter: str = "10gbe"
+                 ) -> tuple[Scenario, Compute, str] | None:
+    """The model's inputs for a stored multi-worker run, or None if it cannot be modelled."""
+    strategy = STRATEGY_MAP.get(r["strategy"])
+    if strategy is None:
+        return None
+    key = (r["framework"], r["model"], r["batch_size"], r["image_size"], r["device"])
+    try:
+        compute = compute_from_store(store, *key, threads=r["threads"])
+    except NoMeasurement:
+        return None
+    spec = json.loads(r["spec_json"])
+    nodes = spec.get("nodes", 1)
+    lk = _link(store, r, intra if nodes == 1 else inter)
+    # Wait-free backprop needs spare cores for communication progress. CPU workers whose
+    # threads fill every core leave none: gloo/MPI reductions then compete with backward
+    # instead of hiding behind it, so communication is modelled as exposed.
+    cores = json.loads(r["manifest_json"] or "{}").get("host", {}).get("cores", 0)
+    saturated = r["device"] == "cpu" and (r["threads"] or 1) * r["workers"] >= cores
+    sc = Scenario(r["model"], r["batch_size"], nodes=nodes,
+                  devices_per_node=spec.get("devices_per_node", r["workers"]),
+                  strategy=strategy, intra=lk, inter=lk if nodes > 1 else inter,
+                  ps=spec.get("ps") or 1, image_size=r["image_size"],
+                  num_classes=spec.get("num_classes", 1000), overlap=not saturated)
+    note = (f"; link {lk.name} (alpha {lk.alpha * 1e6:.0f} us, {lk.bandwidth / 1e9:.2f} GB/s)"
+            + ("; CPU cores saturated by compute threads: no overlap possible"
+               if saturated else ""))
+    return sc, compute, note
 
 
 def median_abs_error(cs: list[Check]) -> float | None:

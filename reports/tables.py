@@ -1,0 +1,297 @@
+"""Every table the report shows, built once from the results DB.
+
+HTML, Markdown and CSV all render these same Table objects, so a number in the Markdown
+or a CSV is exactly the number on the page. Each column carries its unit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from frameworks.contract import PS_STRATEGIES, SUPPORT
+from harness.commbench import fit as comm_fit
+from harness.perfmodel import validate
+from harness.perfmodel.placement import place
+from harness.store import PHASE_COLUMNS, Store
+from models.cost import cost
+
+PHASES = list(PHASE_COLUMNS)
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    unit: str = ""
+    digits: int = 3  # significant digits for floats; 0 = text
+
+
+@dataclass
+class Table:
+    name: str  # also the CSV file name
+    title: str
+    columns: list[Column]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    note: str = ""
+
+    def __bool__(self) -> bool:
+        return bool(self.rows)
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if digits == 0:
+            return f"{value:g}"
+        return f"{value:.{digits}g}" if abs(value) < 10 ** digits else f"{value:,.0f}"
+    if isinstance(value, int):
+        return f"{value:,}" if digits else str(value)
+    return str(value)
+
+
+def display(fw: str) -> str:
+    return SUPPORT[fw].display if fw in SUPPORT else fw
+
+
+def config(r: dict) -> str:
+    return f"b{r['batch_size']} {r['image_size']}px {r['device']} {r['precision']}"
+
+
+def shootout(ok: list[dict]) -> Table:
+    t = Table("shootout", "Single-device throughput", [
+        Column("framework", "framework", digits=0), Column("model", "model", digits=0),
+        Column("config", "config", digits=0), Column("images_per_s", "throughput", "images/s"),
+        Column("low", "95% low", "images/s"), Column("high", "95% high", "images/s"),
+        Column("t_iter_ms", "t_iter", "ms"), Column("jitter_pct", "jitter", "%", 2),
+        Column("settling_pct", "settling", "%", 2)])
+    for r in ok:
+        if r["mode"] == "throughput" and r["workers"] == 1:
+            t.rows.append({"framework": display(r["framework"]), "model": r["model"],
+                           "config": config(r), "images_per_s": r["images_per_s"],
+                           "low": r["images_per_s_low"], "high": r["images_per_s_high"],
+                           "t_iter_ms": r["t_iter_s"] * 1e3,
+                           "jitter_pct": (r["jitter"] or 0) * 100,
+                           "settling_pct": None if r["settling"] is None else r["settling"] * 100,
+                           "_row": r})
+    return t
+
+
+def breakdown(ok: list[dict]) -> Table:
+    cols = [Column("framework", "framework", digits=0), Column("model", "model", digits=0),
+            Column("config", "config", digits=0), Column("workers", "workers")]
+    cols += [Column(p, p, "ms") for p in PHASES]
+    cols += [Column("sum", "sum", "ms"), Column("paired", "throughput-mode t_iter", "ms"),
+             Column("overhead_pct", "breakdown overhead", "%", 2)]
+    t = Table("breakdown", "Time per iteration by phase (breakdown mode)", cols,
+              note="Each phase is timed with a device synchronisation after it; synthetic data "
+                   "is resident on the device, so io and h2d are ~0. The throughput-mode "
+                   "iteration is measured in the same process, alternating with the breakdown "
+                   "trials.")
+    for r in ok:
+        if r["mode"] != "breakdown":
+            continue
+        row = {"framework": display(r["framework"]), "model": r["model"], "config": config(r),
+               "workers": r["workers"], "sum": r["t_iter_s"] * 1e3,
+               "paired": (r["t_iter_paired_s"] or 0) * 1e3 or None}
+        for p in PHASES:
+            row[p] = (r[PHASE_COLUMNS[p]] or 0.0) * 1e3
+        row["overhead_pct"] = (r["t_iter_s"] / r["t_iter_paired_s"] - 1) * 100 \
+            if r["t_iter_paired_s"] else None
+        t.rows.append(row)
+    return t
+
+
+def _baseline(ok: list[dict], r: dict) -> dict | None:
+    for s in reversed(ok):
+        if (s["workers"] == 1 and s["mode"] == "throughput" and s["framework"] == r["framework"]
+                and s["model"] == r["model"] and s["batch_size"] == r["batch_size"]
+                and s["image_size"] == r["image_size"] and s["device"] == r["device"]
+                and s["threads"] == r["threads"]):
+            return s
+    return None
+
+
+def scaling(ok: list[dict], checks: list[validate.Check]) -> Table:
+    t = Table("scaling", "Scaling: throughput and efficiency vs workers", [
+        Column("framework", "framework", digits=0), Column("model", "model", digits=0),
+        Column("strategy", "strategy", digits=0), Column("config", "config", digits=0),
+        Column("workers", "workers"), Column("nodes", "nodes"),
+        Column("images_per_s", "throughput", "images/s"),
+        Column("per_worker", "per worker", "images/s"),
+        Column("efficiency_pct", "efficiency", "%", 3),
+        Column("exposed_ms", "exposed comm", "ms"), Column("t_comm_ms", "comm (no overlap)", "ms"),
+        Column("predicted_eff_pct", "model efficiency", "%", 3)],
+        note="Weak scaling: per-worker batch fixed; efficiency = throughput(N) / (N x "
+             "throughput(1)) against a 1-worker run with the same threads per worker; exposed "
+             "communication = t_iter(N) - t_iter(1); comm (no overlap) from the breakdown run.")
+    pred = {c.run_id: c for c in checks}
+    comm = {}
+    for r in ok:
+        if r["mode"] == "breakdown" and r["workers"] > 1:
+            comm[(r["framework"], r["model"], r["batch_size"], r["image_size"], r["strategy"],
+                  r["workers"])] = r["t_comm_s"]
+    for r in ok:
+        if r["mode"] != "throughput" or r["workers"] == 1:
+            continue
+        base = _baseline(ok, r)
+        eff = base["t_iter_s"] / r["t_iter_s"] if base else None
+        c = pred.get(r["run_id"])
+        t.rows.append({
+            "framework": display(r["framework"]), "model": r["model"], "strategy": r["strategy"],
+            "config": config(r), "workers": r["workers"], "nodes": r["nodes"],
+            "images_per_s": r["images_per_s"], "per_worker": r["images_per_s_per_worker"],
+            "efficiency_pct": eff * 100 if eff else None,
+            "exposed_ms": (r["t_iter_s"] - base["t_iter_s"]) * 1e3 if base else None,
+            "t_comm_ms": (comm.get((r["framework"], r["model"], r["batch_size"],
+                                    r["image_size"], r["strategy"], r["workers"])) or 0) * 1e3
+            or None,
+            "predicted_eff_pct": c.predicted_eff * 100 if c and c.predicted_eff else None,
+            "_row": r, "_base": base})
+    return t
+
+
+def communication(store: Store) -> tuple[Table, Table]:
+    rows = store.comm()
+    t = Table("comm", "Communication: allreduce size sweep (commbench)", [
+        Column("library", "library", digits=0), Column("ranks", "ranks"),
+        Column("link", "link", digits=0), Column("bytes", "bytes"),
+        Column("time_us", "time", "us"), Column("algbw", "algbw", "GB/s"),
+        Column("busbw", "busbw", "GB/s"), Column("wrong", "#wrong")],
+        note="algbw = bytes / time; busbw = algbw x 2(n-1)/n (nccl-tests), comparable across "
+             "rank counts.")
+    fits = Table("comm_fit", "Fitted latency and bandwidth (t = alpha + beta x bytes)", [
+        Column("library", "library", digits=0), Column("ranks", "ranks"),
+        Column("link", "link", digits=0), Column("alpha_us", "alpha", "us"),
+        Column("bandwidth", "1/beta", "GB/s")])
+    newest: dict[tuple, str] = {}
+    for r in rows:
+        newest[(r["library"], r["ranks"], r["link"])] = r["run_id"]
+    keep = set(newest.values())
+    for r in rows:
+        if r["run_id"] in keep:
+            t.rows.append({"library": r["library"], "ranks": r["ranks"], "link": r["link"],
+                           "bytes": r["bytes"], "time_us": r["median_s"] * 1e6,
+                           "algbw": r["algbw"] / 1e9, "busbw": r["busbw"] / 1e9,
+                           "wrong": r["wrong"], "_seconds": r["median_s"]})
+    for (lib, ranks, link), run_id in sorted(newest.items()):
+        alpha, beta = comm_fit([r for r in rows if r["run_id"] == run_id])
+        fits.rows.append({"library": lib, "ranks": ranks, "link": link,
+                          "alpha_us": alpha * 1e6,
+                          "bandwidth": (1 / beta / 1e9) if beta else None,
+                          "_alpha": alpha, "_beta": beta})
+    return t, fits
+
+
+PS_COUNTS = (1, 2, 4, 8, 16, 32, 54, 64)
+
+
+def ps_placement(runs: list[dict]) -> Table:
+    t = Table("ps_placement", "Parameter-server load by placement policy", [
+        Column("model", "model", digits=0), Column("ps", "servers"),
+        Column("mean_mb", "mean", "MB"), Column("greedy_mb", "greedy busiest", "MB"),
+        Column("greedy_imbalance", "greedy imbalance", "x"),
+        Column("rr_mb", "round-robin busiest", "MB"),
+        Column("rr_imbalance", "round-robin imbalance", "x"),
+        Column("floor_mb", "largest tensor", "MB"), Column("empty", "empty servers")],
+        note="Imbalance = busiest server's bytes / mean. No placement beats the largest tensor: "
+             "beyond that point more servers stop helping.")
+    models = sorted({(r["model"], json.loads(r["spec_json"]).get("num_classes", 1000))
+                     for r in runs if r["strategy"] in PS_STRATEGIES})
+    for model, classes in models:
+        net = cost(model, 224, classes)
+        tensors = [(x.key, x.nbytes) for x in net.tensors]
+        for p in PS_COUNTS:
+            g, rr = place(tensors, p, "greedy"), place(tensors, p, "round-robin")
+            t.rows.append({"model": model, "ps": p, "mean_mb": g.total_bytes / p / 1e6,
+                           "greedy_mb": g.max_bytes / 1e6, "greedy_imbalance": g.imbalance,
+                           "rr_mb": rr.max_bytes / 1e6, "rr_imbalance": rr.imbalance,
+                           "floor_mb": g.floor_bytes / 1e6, "empty": g.empty_servers})
+    return t
+
+
+def model_accuracy(checks: list[validate.Check]) -> Table:
+    t = Table("model", "Performance model: predicted vs measured iteration time", [
+        Column("label", "configuration", digits=0), Column("workers", "workers"),
+        Column("measured_ms", "measured", "ms"), Column("predicted_ms", "predicted", "ms"),
+        Column("error_pct", "error", "%", 2), Column("measured_eff", "measured eff.", "%"),
+        Column("predicted_eff", "predicted eff.", "%"),
+        Column("basis", "basis and assumptions", digits=0)],
+        note="t_iter = t_io + t_h2d + t_f + t_b + t_u + exposed communication.")
+    for c in checks:
+        t.rows.append({"label": c.label, "workers": c.workers, "measured_ms": c.measured * 1e3,
+                       "predicted_ms": c.predicted * 1e3, "error_pct": c.error * 100,
+                       "measured_eff": c.measured_eff * 100 if c.measured_eff else None,
+                       "predicted_eff": c.predicted_eff * 100 if c.predicted_eff else None,
+                       "basis": c.basis})
+    return t
+
+
+def failures(bad: list[dict]) -> Table:
+    t = Table("failures", "Failed and skipped runs", [
+        Column("status", "status", digits=0), Column("run", "run", digits=0),
+        Column("reason", "reason", digits=0)])
+    for r in bad:
+        t.rows.append({"status": r["status"], "run": f"{display(r['framework'])} {r['model']} "
+                       f"b{r['batch_size']} {r['image_size']}px {r['mode']} {r['strategy']} "
+                       f"x{r['workers']}" + (f" [{r['label']}]" if r["label"] else ""),
+                       "reason": r["reason"], "_tail": r["output_tail"]})
+    return t
+
+
+def findings(shoot: Table, scale: Table) -> list[str]:
+    """Plain sentences from the data, saying when a difference is too small to rank."""
+    from harness.stats import intervals_overlap
+
+    out: list[str] = []
+    groups: dict[tuple, dict[str, dict]] = defaultdict(dict)
+    for row in shoot.rows:
+        r = row["_row"]
+        best = groups[(r["model"], row["config"])].get(r["framework"])
+        if best is None or r["images_per_s"] > best["images_per_s"]:
+            groups[(r["model"], row["config"])][r["framework"]] = r
+    for (model, cfg), by_fw in sorted(groups.items()):
+        ranked = sorted(by_fw.values(), key=lambda r: -r["images_per_s"])
+        top = ranked[0]
+        if len(ranked) == 1:
+            out.append(f"{model} ({cfg}): only {display(top['framework'])} measured, "
+                       f"{top['images_per_s']:.1f} images/s.")
+            continue
+        second = ranked[1]
+        margin = top["images_per_s"] / second["images_per_s"] - 1
+
+        def ci(r: dict) -> tuple[float, float]:
+            return (r["images_per_s_low"] or math.nan, r["images_per_s_high"] or math.nan)
+
+        if intervals_overlap(ci(top), ci(second)):
+            out.append(f"{model} ({cfg}): {display(top['framework'])} and "
+                       f"{display(second['framework'])} are too close to rank ({margin:+.1%}; "
+                       "their 95% intervals overlap).")
+        else:
+            out.append(f"{model} ({cfg}): {display(top['framework'])} is fastest, {margin:.1%} "
+                       f"ahead of {display(second['framework'])} ({top['images_per_s']:.1f} vs "
+                       f"{second['images_per_s']:.1f} images/s; intervals do not overlap).")
+    by_scale: dict[tuple, list[dict]] = defaultdict(list)
+    largest: dict[tuple, dict] = {}
+    for row in scale.rows:
+        r = row["_row"]
+        by_scale[(r["model"], row["config"], r["workers"])].append(row)
+        key = (row["framework"], r["model"], r["strategy"], row["config"])
+        if key not in largest or r["workers"] > largest[key]["workers"]:
+            largest[key] = row
+    for (model, cfg, n), rows in sorted(by_scale.items()):
+        if len(rows) > 1:
+            best = max(rows, key=lambda x: x["images_per_s"])
+            out.append(f"{model} ({cfg}) at {n} workers: {best['framework']} {best['strategy']} "
+                       f"is the fastest strategy ({best['images_per_s']:.1f} images/s).")
+    for (fw, model, strategy, cfg), row in sorted(largest.items()):
+        if row["efficiency_pct"] is not None:
+            out.append(f"{fw} {model} {strategy} ({cfg}): {row['efficiency_pct']:.0f}% scaling "
+                       f"efficiency at {row['workers']} workers, the largest scale measured.")
+    return out
