@@ -1,7 +1,7 @@
 # The two commands of the README's quick start are `make demo` and `make test`.
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
-FRAMEWORKS ?= torch
+FRAMEWORKS ?= torch tensorflow mxnet
 RESULTS ?= results
 
 .PHONY: demo test test-fast lint bench clean-results help

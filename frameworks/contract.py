@@ -46,6 +46,10 @@ SUPPORT: dict[str, FrameworkSupport] = {
         display="PyTorch", strategies=("single", "allreduce"), import_name="torch",
         unsupported={"ps-sync": "PyTorch has no native parameter server",
                      "ps-async": "PyTorch has no native parameter server"}),
+    "tensorflow": FrameworkSupport(
+        display="TensorFlow", strategies=("single",), import_name="tensorflow"),
+    "mxnet": FrameworkSupport(
+        display="MXNet", strategies=("single",), import_name="mxnet"),
 }
 
 

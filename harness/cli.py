@@ -156,6 +156,21 @@ def build_parser() -> argparse.ArgumentParser:
     p_cb.add_argument("--db", default=DEFAULT_DB)
     p_cb.add_argument("--timeout", type=float, default=600)
 
+    p_ver = sub.add_parser(
+        "verify", help="prove the frameworks compute the same function (same weights in)",
+        description=__import__("harness.verify").verify.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p_ver.add_argument("--models", default="alexnet,googlenet,resnet50")
+    p_ver.add_argument("--frameworks", default="torch,tensorflow,mxnet")
+    p_ver.add_argument("--image-size", type=int, default=64)
+    p_ver.add_argument("--classes", type=int, default=10)
+    p_ver.add_argument("--lr", type=float, default=0.1)
+    p_ver.add_argument("--perturb", action="append", default=[], metavar="FRAMEWORK:TENSOR",
+                       help="scale one tensor (e.g. conv1.weight) by 1.05 for one framework, "
+                            "to see the check fail")
+    p_ver.add_argument("--db", default=DEFAULT_DB, help="store the comparison here too")
+    p_ver.add_argument("--no-store", action="store_true")
+
     p_res = sub.add_parser("results", help="list stored runs; export CSV/JSON")
     p_res.add_argument("--db", default=DEFAULT_DB)
     for name in ("experiment", "framework", "model", "strategy", "mode", "status"):
@@ -462,6 +477,43 @@ def cmd_commbench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    from harness import verify
+    from harness.store import Store
+
+    perturb = {}
+    for item in args.perturb:
+        if ":" not in item:
+            raise UserError(f"--perturb {item!r}: give FRAMEWORK:TENSOR, e.g. "
+                            "tensorflow:conv1.weight")
+        fw, key = item.split(":", 1)
+        perturb[fw] = key
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    fws = [f.strip() for f in args.frameworks.split(",") if f.strip()]
+    from frameworks.contract import SUPPORT, RunSpec, UnsupportedError, validate
+
+    for fw in fws:
+        if fw not in SUPPORT:
+            raise UserError(f"unknown framework {fw!r}; known: {', '.join(SUPPORT)}")
+    for m in models:
+        try:
+            validate(RunSpec(fws[0], m, image_size=args.image_size, num_classes=args.classes))
+        except UnsupportedError as exc:
+            raise UserError(str(exc)) from None
+    try:
+        results = verify.run(models, fws, args.image_size, args.classes, args.lr,
+                             perturb=perturb, echo=lambda s: print(s, file=sys.stderr))
+    except verify.VerifyError as exc:
+        raise UserError(str(exc).splitlines()[0]) from None
+    print(verify.table(results))
+    if not args.no_store:
+        with Store(args.db) as store:
+            verify.store_results(store, results, args.image_size)
+    failed = [c for c in results if not c.passed]
+    print(f"{len(results) - len(failed)} of {len(results)} comparisons pass")
+    return 1 if failed else 0
+
+
 def cmd_paper(args: argparse.Namespace) -> int:
     from harness.perfmodel import scenarios
 
@@ -481,7 +533,8 @@ def cmd_paper(args: argparse.Namespace) -> int:
 
 COMMANDS = {"env": cmd_env, "models": cmd_models, "run": cmd_run, "report": cmd_report,
             "results": cmd_results, "predict": cmd_predict, "ps-placement": cmd_ps_placement,
-            "paper": cmd_paper, "commbench": cmd_commbench, "plan": cmd_plan}
+            "paper": cmd_paper, "commbench": cmd_commbench, "plan": cmd_plan,
+            "verify": cmd_verify}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,3 +25,14 @@ def torch_env():
     from harness import envs
 
     return envs.setup("torch", "cpu", echo=lambda s: None)
+
+
+FRAMEWORKS = ("torch", "tensorflow", "mxnet")
+
+
+@pytest.fixture(scope="session")
+def all_envs():
+    """Every framework's environment (cached; `make test` creates them first)."""
+    from harness import envs
+
+    return {fw: envs.setup(fw, "cpu", echo=lambda s: None) for fw in FRAMEWORKS}

@@ -102,6 +102,27 @@ def test_failed_worker_is_stored_and_earlier_results_kept(tmp_path, torch_env):
     assert sorted(s for (s,) in con.execute("SELECT status FROM runs")) == ["failed", "ok"]
 
 
+def test_three_frameworks_one_comparable_table(tmp_path, all_envs):
+    db, md = tmp_path / "r.db", tmp_path / "r.md"
+    r = run_cli("run", "--framework", "torch", "--model", "googlenet", "--db", str(db),
+                "--image-size", "32", "--batch", "4", "--steps", "3", "--warmup", "1",
+                "--trials", "2")
+    assert r.returncode == 0, r.stderr
+    for fw in ("tensorflow", "mxnet"):
+        r = run_cli("run", "--framework", fw, "--model", "googlenet", "--db", str(db),
+                    "--image-size", "32", "--batch", "4", "--steps", "3", "--warmup", "1",
+                    "--trials", "2")
+        assert r.returncode == 0, r.stdout + r.stderr
+    assert run_cli("report", "--db", str(db), "--format", "md", "-o", str(md)).returncode == 0
+    table = md.read_text().split("## Single-device throughput", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if "| googlenet |" in line]
+    assert sorted(row.split("|")[1].strip() for row in rows) == ["MXNet", "PyTorch",
+                                                                  "TensorFlow"]
+    summary = md.read_text().split("## Summary", 1)[1].split("\n## ", 1)[0]
+    assert "googlenet (b4 32px cpu fp32):" in summary
+    assert "fastest" in summary or "too close to rank" in summary
+
+
 def test_models_table(tmp_path):
     r = run_cli("models")
     assert r.returncode == 0 and "61,100,840" in r.stdout and "4.089" in r.stdout

@@ -28,7 +28,7 @@ def module_key(layer_name: str) -> str:
     return layer_name.replace(".", "__")
 
 
-def _module(op, in_shape: tuple[int, ...], inplace: bool) -> nn.Module | None:
+def _module(op, in_shape: tuple[int, ...], inplace: bool, dropout: bool) -> nn.Module | None:
     if isinstance(op, Conv):
         return nn.Conv2d(in_shape[0], op.out_channels, op.kernel, op.stride, op.padding,
                          groups=op.groups, bias=op.bias)
@@ -47,7 +47,7 @@ def _module(op, in_shape: tuple[int, ...], inplace: bool) -> nn.Module | None:
     if isinstance(op, Dense):
         return nn.Linear(in_shape[0], op.out_features, bias=op.bias)
     if isinstance(op, Dropout):
-        return nn.Dropout(op.p)
+        return nn.Dropout(op.p if dropout else 0.0)
     if isinstance(op, (Concat, Add)):
         return None
     raise TypeError(f"no torch translation for {op!r}")
@@ -56,7 +56,7 @@ def _module(op, in_shape: tuple[int, ...], inplace: bool) -> nn.Module | None:
 class SpecNet(nn.Module):
     """Runs the spec's layers in order, keeping each output only until its last use."""
 
-    def __init__(self, net: Network, cost: NetworkCost) -> None:
+    def __init__(self, net: Network, cost: NetworkCost, dropout: bool = True) -> None:
         super().__init__()
         shapes = {INPUT: (net.in_channels, cost.image_size, cost.image_size)}
         shapes.update({lc.name: lc.out_shape for lc in cost.layers})
@@ -71,7 +71,7 @@ class SpecNet(nn.Module):
         for i, layer in enumerate(net.layers):
             # In-place ReLU only where nothing else reads its input (as torchvision does).
             inplace = layer.inputs[0] != INPUT and consumers.get(layer.inputs[0], 0) == 1
-            mod = _module(layer.op, shapes[layer.inputs[0]], inplace)
+            mod = _module(layer.op, shapes[layer.inputs[0]], inplace, dropout)
             kind = "module"
             if isinstance(layer.op, Concat):
                 kind = "concat"

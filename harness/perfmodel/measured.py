@@ -15,12 +15,28 @@ class NoMeasurement(LookupError):
     """No stored single-device run matches; the message says what to run."""
 
 
-def _latest(store: Store, mode: str, **where) -> dict | None:
+def _latest(store: Store, mode: str, workers: int = 1, **where) -> dict | None:
     where = {k: v for k, v in where.items() if v is not None}
     clause = " AND ".join(f"{k} = ?" for k in where)
-    rows = store.runs(f"WHERE status = 'ok' AND workers = 1 AND mode = ? AND {clause}",
-                      (mode, *where.values()))
+    rows = store.runs(f"WHERE status = 'ok' AND workers = ? AND mode = ? AND {clause}",
+                      (workers, mode, *where.values()))
     return rows[-1] if rows else None
+
+
+def colocated_compute(store: Store, run: dict) -> Compute | None:
+    """Per-worker compute measured inside an N-worker configuration (its breakdown run):
+    co-located workers share memory bandwidth and caches, which a 1-worker run cannot
+    show. Communication is left to the model."""
+    bd = _latest(store, "breakdown", run["workers"], framework=run["framework"],
+                 model=run["model"], batch_size=run["batch_size"],
+                 image_size=run["image_size"], device=run["device"], threads=run["threads"],
+                 strategy=run["strategy"], nodes=run["nodes"])
+    if bd is None:
+        return None
+    p = {k: bd[f"t_{k}_s"] or 0.0 for k in ("io", "h2d", "forward", "backward", "update")}
+    return Compute(p["forward"], p["backward"], p["update"], p["io"], p["h2d"],
+                   source=f"compute measured in place by the {run['workers']}-worker breakdown "
+                          f"run {bd['run_id']} (its communication phase is not used)")
 
 
 def compute_from_store(store: Store, framework: str, model: str, batch: int,

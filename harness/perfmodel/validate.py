@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 
 from harness.perfmodel import network
-from harness.perfmodel.measured import NoMeasurement, compute_from_store
+from harness.perfmodel.measured import NoMeasurement, colocated_compute, compute_from_store
 from harness.perfmodel.predict import Compute, Scenario, predict
 from harness.stats import median
 from harness.store import Store
@@ -115,10 +115,12 @@ def scenario_for(store: Store, r: dict, intra: str = "shm", inter: str = "10gbe"
     if strategy is None:
         return None
     key = (r["framework"], r["model"], r["batch_size"], r["image_size"], r["device"])
-    try:
-        compute = compute_from_store(store, *key, threads=r["threads"])
-    except NoMeasurement:
-        return None
+    compute = colocated_compute(store, r)
+    if compute is None:
+        try:
+            compute = compute_from_store(store, *key, threads=r["threads"])
+        except NoMeasurement:
+            return None
     spec = json.loads(r["spec_json"])
     nodes = spec.get("nodes", 1)
     lk = _link(store, r, intra if nodes == 1 else inter)

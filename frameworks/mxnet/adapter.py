@@ -1,0 +1,145 @@
+"""MXNet 1.9 adapter: the only module that imports MXNet for training.
+
+Best settings, recorded in the result: Gluon HybridBlocks hybridized with
+static_alloc/static_shape; OMP_NUM_THREADS set explicitly (MXNet otherwise uses half
+the cores); gluon.Trainer SGD with momentum; NCHW on CPU (oneDNN) and GPU (cuDNN).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+from typing import Any
+
+import numpy as np
+
+import models
+from frameworks.contract import RunSpec
+from models.cost import cost
+
+
+def _threads(spec: RunSpec) -> int:
+    return spec.threads or int(os.environ.get("DNNBENCH_THREADS", "0")) or (os.cpu_count() or 1)
+
+
+def environment(spec: RunSpec) -> dict[str, Any]:
+    import mxnet as mx
+
+    features = mx.runtime.Features()
+    env: dict[str, Any] = {"framework": "mxnet", "framework_version": mx.__version__,
+                           "python": platform.python_version(),
+                           "onednn": features.is_enabled("MKLDNN"),
+                           "cuda_build": features.is_enabled("CUDA"),
+                           "omp_num_threads": os.environ.get("OMP_NUM_THREADS", "")}
+    if spec.device == "cuda":
+        env.update(gpus=mx.context.num_gpus(), cudnn_build=features.is_enabled("CUDNN"),
+                   nccl_build=features.is_enabled("NCCL"))
+    return env
+
+
+class MXNetTrainer:
+    """SGD + momentum on one fixed synthetic batch resident on the device."""
+
+    def __init__(self, spec: RunSpec, rank: int = 0, world_size: int = 1,
+                 dropout: bool = True, hybridize: bool = True) -> None:
+        import mxnet as mx
+        from mxnet import autograd, gluon
+
+        self.mx, self.autograd = mx, autograd
+        self.spec = spec
+        self.threads = _threads(spec)
+        if spec.layout == "channels_last":
+            raise RuntimeError("layout = 'channels_last' is unsupported by this MXNet adapter "
+                               "(NCHW on CPU and GPU); use auto or channels_first")
+        if spec.precision == "amp":
+            raise RuntimeError("precision = 'amp' is not implemented for MXNet yet")
+        if spec.device == "cuda":
+            if mx.context.num_gpus() == 0:
+                raise RuntimeError("device = 'cuda' but MXNet sees no GPU (is the CUDA "
+                                   "environment variant, mxnet-cu112, installed?)")
+            self.ctx = mx.gpu(int(os.environ.get("DNNBENCH_LOCAL_RANK", "0")))
+        else:
+            self.ctx = mx.cpu()
+        mx.random.seed(spec.seed)
+        np.random.seed(spec.seed)
+        from frameworks.mxnet.build import SpecNet
+
+        net = models.build(spec.model, spec.num_classes)
+        self.net = SpecNet(net, cost(spec.model, spec.image_size, spec.num_classes), dropout,
+                           prefix=f"{spec.model}_")
+        self.net.initialize(mx.init.Xavier(), ctx=self.ctx)
+        self.hybridized = hybridize
+        if hybridize:
+            self.net.hybridize(static_alloc=True, static_shape=True)
+        self.trainer = gluon.Trainer(self.net.collect_params(), "sgd",
+                                     {"learning_rate": spec.lr, "momentum": spec.momentum},
+                                     kvstore=None)
+        self.loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+        rng = np.random.default_rng(spec.seed + 1 + rank)
+        self.images = mx.nd.array(rng.standard_normal(
+            (spec.batch_size, 3, spec.image_size, spec.image_size), dtype=np.float32),
+            ctx=self.ctx)
+        self.labels = mx.nd.array(rng.integers(0, spec.num_classes, spec.batch_size),
+                                  ctx=self.ctx)
+        self._loss = None
+
+    # -- the fused step (throughput mode) ---------------------------------------------
+    def step(self) -> None:
+        with self.autograd.record():
+            loss = self.loss_fn(self.net(self.images), self.labels)
+        loss.backward()
+        self.trainer.step(self.spec.batch_size)
+        self._loss = loss
+
+    # -- phases (breakdown mode) -----------------------------------------------------
+    def next_batch(self) -> None:
+        """Synthetic data: the batch already exists (t_io = 0)."""
+
+    def to_device(self) -> None:
+        """Synthetic data stays resident on the device (t_h2d = 0)."""
+
+    def forward(self) -> None:
+        with self.autograd.record():
+            self._loss = self.loss_fn(self.net(self.images), self.labels)
+
+    def backward(self) -> None:
+        self._loss.backward()
+
+    def communicate(self) -> None:
+        """One worker: no gradient aggregation."""
+
+    def update(self) -> None:
+        self.trainer.step(self.spec.batch_size)
+
+    def synchronize(self) -> None:
+        self.mx.nd.waitall()
+
+    def loss(self) -> float:
+        return float(self._loss.mean().asscalar()) if self._loss is not None else float("nan")
+
+    def trainable(self) -> list:
+        return [p for p in self.net.collect_params().values() if p.grad_req != "null"]
+
+    def parameter_count(self) -> int:
+        return int(sum(np.prod(p.shape) for p in self.trainable()))
+
+    def state_digest(self) -> str:
+        h = hashlib.sha256()
+        for p in self.trainable():
+            h.update(p.data(self.ctx).asnumpy().astype(np.float32).tobytes())
+        return h.hexdigest()[:16]
+
+    def settings(self) -> dict[str, Any]:
+        return {"threads": self.threads, "layout": "channels_first", "device": str(self.ctx),
+                "precision": self.spec.precision, "hybridize": self.hybridized,
+                "static_alloc": self.hybridized, "optimizer": "SGD(momentum)",
+                "strategy": self.spec.strategy, "engine": os.environ.get(
+                    "MXNET_ENGINE_TYPE", "ThreadedEnginePerDevice")}
+
+    def close(self) -> None:
+        pass
+
+
+def build_trainer(spec: RunSpec, rank: int = 0, world_size: int = 1) -> MXNetTrainer:
+    return MXNetTrainer(spec, rank, world_size)

@@ -1,0 +1,48 @@
+"""MXNet side of `dnnbench verify`: spec layouts are MXNet's (NCHW, OIHW, dense (out, in)),
+BN parameters are gamma/beta/running_mean/running_var."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import models
+from models.cost import cost
+from models.weights import INPUT_KEY, LABELS_KEY, trainable_keys
+
+
+def _param(block, name: str):
+    return getattr(block, name)
+
+
+def run(job: dict, weights: dict[str, np.ndarray]) -> dict:
+    import mxnet as mx
+    from mxnet import autograd, gluon
+
+    from frameworks.mxnet.build import SpecNet
+
+    net = models.build(job["model"], job["num_classes"])
+    model = SpecNet(net, cost(job["model"], job["image_size"], job["num_classes"]),
+                    dropout=False, prefix=f"{job['model']}_")
+    model.initialize(mx.init.Zero(), ctx=mx.cpu())
+    for key, value in weights.items():
+        if key.startswith("__"):
+            continue
+        layer, name = key.rsplit(".", 1)
+        _param(model.owners[layer], name).set_data(mx.nd.array(value))
+    model.hybridize(static_alloc=True, static_shape=True)
+    x = mx.nd.array(weights[INPUT_KEY])
+    y = mx.nd.array(weights[LABELS_KEY])
+    logits = model(x).asnumpy()
+    trainer = gluon.Trainer(model.collect_params(), "sgd",
+                            {"learning_rate": job["lr"], "momentum": job["momentum"]},
+                            kvstore=None)
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    with autograd.record():
+        loss = loss_fn(model(x), y)
+    loss.backward()
+    trainer.step(x.shape[0])
+    updated = {}
+    for key in trainable_keys(job["model"], job["image_size"], job["num_classes"]):
+        layer, name = key.rsplit(".", 1)
+        updated[key] = _param(model.owners[layer], name).data().asnumpy()
+    return {"logits": logits, "loss": float(loss.mean().asscalar()), "updated": updated}

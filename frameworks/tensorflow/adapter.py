@@ -1,0 +1,198 @@
+"""TensorFlow 2 adapter: the only module that imports TensorFlow for training.
+
+Best settings by device, recorded in the result: custom tf.function + GradientTape steps
+(Keras 3 `fit` breaks under distribution strategies, keras#20585); channels_last on CPU
+(TF has no NCHW max-pool gradient on CPU) and with AMP on GPU, channels_first for fp32 on
+GPU; XLA off unless asked (1.3-3.4x slower on this project's reference CPU); intra-op
+threads = the worker's share of the cores; mixed_float16 + loss scaling for AMP on GPU,
+mixed_bfloat16 on CPU.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+from typing import Any
+
+import numpy as np
+
+import models
+from frameworks.contract import RunSpec
+from models.cost import cost
+
+_threads_set = False
+
+
+def _configure_threads(threads: int) -> None:
+    """Must happen before TensorFlow runs any op; later calls are ignored."""
+    global _threads_set
+    import tensorflow as tf
+
+    if not _threads_set:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(min(2, threads))
+        _threads_set = True
+
+
+def _threads(spec: RunSpec) -> int:
+    return spec.threads or int(os.environ.get("DNNBENCH_THREADS", "0")) or (os.cpu_count() or 1)
+
+
+def resolve_layout(spec: RunSpec) -> str:
+    if spec.layout != "auto":
+        return spec.layout
+    if spec.device == "cuda" and spec.precision == "fp32":
+        return "channels_first"
+    return "channels_last"
+
+
+def environment(spec: RunSpec) -> dict[str, Any]:
+    _configure_threads(_threads(spec))
+    import keras
+    import tensorflow as tf
+
+    info = tf.sysconfig.get_build_info()
+    env: dict[str, Any] = {"framework": "tensorflow", "framework_version": tf.__version__,
+                           "keras_version": keras.__version__,
+                           "python": platform.python_version(),
+                           "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default"),
+                           "gpus": len(tf.config.list_physical_devices("GPU"))}
+    if spec.device == "cuda":
+        env.update(cuda=info.get("cuda_version"), cudnn=info.get("cudnn_version"))
+    return env
+
+
+class TensorFlowTrainer:
+    """SGD + momentum on one fixed synthetic batch resident on the device."""
+
+    backward_includes_forward = True  # the gradient tf.function re-runs the forward pass
+
+    def __init__(self, spec: RunSpec, rank: int = 0, world_size: int = 1,
+                 dropout: bool = True) -> None:
+        self.spec = spec
+        self.threads = _threads(spec)
+        _configure_threads(self.threads)
+        import keras
+        import tensorflow as tf
+
+        self.tf = tf
+        gpus = tf.config.list_physical_devices("GPU")
+        if spec.device == "cuda" and not gpus:
+            raise RuntimeError("device = 'cuda' but TensorFlow sees no GPU (is the CUDA "
+                               "environment variant installed?)")
+        if spec.device == "cpu" and gpus:
+            tf.config.set_visible_devices([], "GPU")
+        if spec.precision == "amp":
+            keras.mixed_precision.set_global_policy(
+                "mixed_float16" if spec.device == "cuda" else "mixed_bfloat16")
+        keras.utils.set_random_seed(spec.seed)
+        self.layout = resolve_layout(spec)
+        channels_last = self.layout == "channels_last"
+        if not channels_last and spec.device == "cpu":
+            raise RuntimeError("layout = 'channels_first' is unsupported by TensorFlow on CPU "
+                               "(no NCHW max-pool gradient kernel); use channels_last or auto")
+        net = models.build(spec.model, spec.num_classes)
+        from frameworks.tensorflow.build import build_model
+
+        self.model, self.owners = build_model(
+            net, cost(spec.model, spec.image_size, spec.num_classes), channels_last, dropout)
+        opt = keras.optimizers.SGD(learning_rate=spec.lr, momentum=spec.momentum)
+        if spec.precision == "amp" and spec.device == "cuda":
+            opt = keras.mixed_precision.LossScaleOptimizer(opt)
+        self.optimizer = opt
+        self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        rng = np.random.default_rng(spec.seed + 1 + rank)
+        shape = (spec.batch_size, spec.image_size, spec.image_size, 3) if channels_last \
+            else (spec.batch_size, 3, spec.image_size, spec.image_size)
+        device = "/GPU:0" if spec.device == "cuda" else "/CPU:0"
+        with tf.device(device):
+            self.images = tf.constant(rng.standard_normal(shape, dtype=np.float32))
+            self.labels = tf.constant(rng.integers(0, spec.num_classes, spec.batch_size,
+                                                   dtype=np.int64))
+        self.xla = False
+        self._compile()
+        self._loss = None
+        self._grads = None
+
+    def _compile(self) -> None:
+        tf = self.tf
+        model, loss_fn, opt = self.model, self.loss_fn, self.optimizer
+        variables = model.trainable_variables
+        scaled = hasattr(opt, "scale_loss")
+
+        def loss_of(x, y, training=True):
+            logits = model(x, training=training)
+            return loss_fn(y, tf.cast(logits, tf.float32))
+
+        def grads_of(x, y):
+            with tf.GradientTape() as tape:
+                loss = loss_of(x, y)
+                scaled_loss = opt.scale_loss(loss) if scaled else loss
+            return loss, tape.gradient(scaled_loss, variables)
+
+        def step(x, y):
+            loss, grads = grads_of(x, y)
+            opt.apply_gradients(zip(grads, variables))
+            return loss
+
+        jit = self.xla
+        self._step = tf.function(step, jit_compile=jit)
+        self._forward = tf.function(loss_of, jit_compile=jit)
+        self._grads_fn = tf.function(grads_of, jit_compile=jit)
+        self._apply = tf.function(lambda grads: opt.apply_gradients(zip(grads, variables)),
+                                  jit_compile=jit)
+
+    # -- the fused step (throughput mode) ---------------------------------------------
+    def step(self) -> None:
+        self._loss = self._step(self.images, self.labels)
+
+    # -- phases (breakdown mode) -----------------------------------------------------
+    def next_batch(self) -> None:
+        """Synthetic data: the batch already exists (t_io = 0)."""
+
+    def to_device(self) -> None:
+        """Synthetic data stays resident on the device (t_h2d = 0)."""
+
+    def forward(self) -> None:
+        self._loss = self._forward(self.images, self.labels)
+
+    def backward(self) -> None:
+        self._loss, self._grads = self._grads_fn(self.images, self.labels)
+
+    def communicate(self) -> None:
+        """One worker: no gradient aggregation."""
+
+    def update(self) -> None:
+        self._apply(self._grads)
+
+    def synchronize(self) -> None:
+        if self.spec.device == "cuda":
+            self.tf.test.experimental.sync_devices()
+
+    def loss(self) -> float:
+        return float(self._loss) if self._loss is not None else float("nan")
+
+    def parameter_count(self) -> int:
+        return int(sum(np.prod(v.shape) for v in self.model.trainable_variables))
+
+    def state_digest(self) -> str:
+        h = hashlib.sha256()
+        for v in self.model.trainable_variables:
+            h.update(np.asarray(v.numpy(), dtype=np.float32).tobytes())
+        return h.hexdigest()[:16]
+
+    def settings(self) -> dict[str, Any]:
+        return {"threads": self.threads,
+                "inter_op_threads": self.tf.config.threading.get_inter_op_parallelism_threads(),
+                "layout": self.layout, "device": self.spec.device,
+                "precision": self.spec.precision, "xla": self.xla,
+                "optimizer": "SGD(momentum)", "strategy": self.spec.strategy,
+                "training_step": "tf.function + GradientTape"}
+
+    def close(self) -> None:
+        pass
+
+
+def build_trainer(spec: RunSpec, rank: int = 0, world_size: int = 1) -> TensorFlowTrainer:
+    return TensorFlowTrainer(spec, rank, world_size)

@@ -1,0 +1,82 @@
+"""Every adapter in its real environment, through the real worker and runner."""
+
+import pytest
+
+from frameworks import events
+from frameworks.contract import RunSpec
+from frameworks.plan import PlanContext, plan
+from harness import collect
+from harness.manifest import host_manifest
+from harness.sweep import worker_source_root
+from models.cost import cost
+from runners.local import launch
+from tests.conftest import FRAMEWORKS
+
+
+def run(env, **kw):
+    spec = RunSpec(**{"model": "resnet50", "image_size": 32, "batch_size": 4, "steps": 2,
+                      "warmup": 1, "trials": 1, "num_classes": 10, **kw})
+    job = launch(plan(spec, PlanContext(env.python, worker_source_root(), "t")), timeout=300)
+    return collect.record(spec, "test", "t", job, host_manifest()), job
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("model, size", [("alexnet", 64), ("googlenet", 32), ("resnet50", 32)])
+def test_parameter_count_equals_cost_model(all_envs, framework, model, size):
+    rec, _ = run(all_envs[framework], framework=framework, model=model, image_size=size,
+                 num_classes=1000, steps=1, warmup=0)
+    assert rec.row["status"] == "ok", rec.row["output_tail"]
+    assert rec.row["parameters"] == cost(model, size, 1000).params
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_loss_falls_on_a_fixed_batch(all_envs, framework):
+    rec, job = run(all_envs[framework], framework=framework, model="googlenet", steps=20,
+                   warmup=0, loss_every=1, lr=0.01)
+    assert rec.row["status"] == "ok", rec.row["output_tail"]
+    losses = [v for ev in collect.job_events(job) if ev["event"] == events.LOSS
+              for v in ev["values"]]
+    assert len(losses) == 20
+    assert sum(losses[-3:]) / 3 < 0.5 * sum(losses[:3]) / 3, losses
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_breakdown_mode_records_every_phase(all_envs, framework):
+    rec, _ = run(all_envs[framework], framework=framework, mode="breakdown", steps=3)
+    row = rec.row
+    assert row["status"] == "ok", row["output_tail"]
+    assert row["t_forward_s"] > 0 and row["t_backward_s"] > 0 and row["t_update_s"] > 0
+    assert row["t_io_s"] < 0.01 and row["t_comm_s"] < 0.01
+    assert {p[3] for p in rec.phases} == {"io", "h2d", "forward", "backward", "comm", "update"}
+    parts = sum(row[k] for k in ("t_io_s", "t_h2d_s", "t_forward_s", "t_backward_s",
+                                 "t_comm_s", "t_update_s"))
+    assert parts == pytest.approx(row["t_iter_s"], rel=0.5)
+    assert row["t_iter_paired_s"] > 0
+
+
+@pytest.mark.parametrize("framework, version", [("torch", "2.13"), ("tensorflow", "2.21"),
+                                                ("mxnet", "1.9.1")])
+def test_manifest_names_versions_and_settings(all_envs, framework, version):
+    rec, _ = run(all_envs[framework], framework=framework)
+    rank0 = rec.row["manifest_json"]["ranks"]["0"]
+    assert rank0["framework_version"].startswith(version)
+    assert rank0["settings"]["threads"] >= 1
+    assert rec.row["manifest_json"]["host"]["cores"] >= 1
+
+
+def test_torch_layout_auto_follows_image_size(all_envs):
+    rec, _ = run(all_envs["torch"], framework="torch")
+    assert rec.row["manifest_json"]["ranks"]["0"]["settings"]["layout"] == "channels_first"
+
+
+def test_unsupported_layout_is_a_clear_failure(all_envs):
+    rec, _ = run(all_envs["tensorflow"], framework="tensorflow", layout="channels_first")
+    assert rec.row["status"] == "failed"
+    assert "channels_first' is unsupported by TensorFlow on CPU" in rec.row["reason"]
+
+
+def test_worker_reports_a_crash_as_a_clean_reason(all_envs):
+    # 200,000 images of 224 px cannot be allocated on this machine: a real failure.
+    rec, _ = run(all_envs["torch"], framework="torch", batch_size=200_000, image_size=224)
+    assert rec.row["status"] == "failed"
+    assert "allocate" in rec.row["reason"].lower()
