@@ -33,7 +33,7 @@ lint:
 
 bench:
 	@venv=$$(harness/bootstrap.sh); \
-	$$venv/bin/dnnbench env setup torch; \
+	$$venv/bin/dnnbench env setup $(FRAMEWORKS); \
 	$$venv/bin/python bench/run.py
 
 clean-results:

@@ -64,9 +64,14 @@ def test_manifest_names_versions_and_settings(all_envs, framework, version):
     assert rec.row["manifest_json"]["host"]["cores"] >= 1
 
 
-def test_torch_layout_auto_follows_image_size(all_envs):
-    rec, _ = run(all_envs["torch"], framework="torch")
-    assert rec.row["manifest_json"]["ranks"]["0"]["settings"]["layout"] == "channels_first"
+@pytest.mark.parametrize("framework, auto, explicit", [
+    ("torch", "channels_last", "channels_first"), ("mxnet", "channels_first", None)])
+def test_layout_auto_and_explicit_are_recorded(all_envs, framework, auto, explicit):
+    rec, _ = run(all_envs[framework], framework=framework)
+    assert rec.row["manifest_json"]["ranks"]["0"]["settings"]["layout"] == auto
+    if explicit:
+        rec, _ = run(all_envs[framework], framework=framework, layout=explicit)
+        assert rec.row["manifest_json"]["ranks"]["0"]["settings"]["layout"] == explicit
 
 
 def test_unsupported_layout_is_a_clear_failure(all_envs):
