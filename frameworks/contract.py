@@ -49,7 +49,7 @@ SUPPORT: dict[str, FrameworkSupport] = {
     "tensorflow": FrameworkSupport(
         display="TensorFlow", strategies=("single",), import_name="tensorflow"),
     "mxnet": FrameworkSupport(
-        display="MXNet", strategies=("single",), import_name="mxnet"),
+        display="MXNet", strategies=("single", "ps-sync", "ps-async"), import_name="mxnet"),
 }
 
 

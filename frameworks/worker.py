@@ -59,9 +59,11 @@ def run(spec: RunSpec) -> None:
     trainer = adapter.build_trainer(spec, rank=rank, world_size=world)
     expected = cost(spec.model, spec.image_size, spec.num_classes)
     built = trainer.parameter_count()
+    placement = getattr(trainer, "placement", None)
     events.emit(events.MODEL, rank=rank, parameters=built, expected_parameters=expected.params,
                 tensors=len(expected.tensors), gradient_bytes=expected.gradient_bytes,
-                settings=trainer.settings())
+                settings=trainer.settings(),
+                **({"placement": placement} if placement and rank == 0 else {}))
     if built != expected.params:
         raise WorkerError(f"{spec.framework} built {spec.model} with {built:,} trainable "
                           f"parameters but the spec has {expected.params:,}: the networks "

@@ -538,12 +538,15 @@ COMMANDS = {"env": cmd_env, "models": cmd_models, "run": cmd_run, "report": cmd_
 
 
 def main(argv: list[str] | None = None) -> int:
+    import signal
+
     from frameworks.contract import SpecError
     from harness.envs import EnvError
     from harness.experiment import ExperimentError
     from models import UnknownModelError
     from models.cost import ShapeError
 
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `dnnbench plan ... | head` ends quietly
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.command:

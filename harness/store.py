@@ -37,15 +37,18 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
     ("label", "TEXT", "", "free-text label from the experiment"),
     ("started", "TEXT", "UTC", "start time, ISO 8601"),
     ("elapsed_s", "REAL", "s", "wall time of the whole job incl. start-up"),
-    ("images_per_s", "REAL", "images/s", "total throughput = global batch / median t_iter"),
+    ("images_per_s", "REAL", "images/s", "total throughput = global batch / t_iter"),
     ("images_per_s_low", "REAL", "images/s", "95% interval, low end"),
     ("images_per_s_high", "REAL", "images/s", "95% interval, high end"),
     ("images_per_s_per_worker", "REAL", "images/s", "images_per_s / workers"),
-    ("t_iter_s", "REAL", "s", "median iteration time (all timed iterations, all trials)"),
+    ("t_iter_s", "REAL", "s", "iteration time: median over trials of wall / iterations "
+     "(throughput mode); median of timed iterations (breakdown mode)"),
     ("t_iter_low_s", "REAL", "s", "95% interval of the median, low end"),
     ("t_iter_high_s", "REAL", "s", "95% interval of the median, high end"),
     ("jitter", "REAL", "fraction", "1.4826 x MAD / median of iteration times"),
     ("n_iters", "INTEGER", "", "timed iterations (warm-up excluded)"),
+    ("iters_paced", "INTEGER", "", "1 if per-iteration host times follow the device (their "
+     "spread gives the interval), 0 under an async engine (the trials' spread does)"),
     ("settling", "REAL", "fraction", "first trial's median over the later trials' median, "
      "minus 1: > 0.05 means warm-up was too short"),
     ("t_iter_paired_s", "REAL", "s", "breakdown runs: median throughput-mode iteration time "

@@ -72,6 +72,7 @@ def check_environments(exp: Experiment) -> dict[tuple[str, str], envs.Env]:
 def describe(spec) -> str:
     return (f"{spec.framework} {spec.model} b{spec.batch_size} {spec.image_size}px "
             f"{spec.mode} {spec.strategy} x{spec.workers}"
+            + (f" ps{spec.ps}" if spec.ps else "")
             + (f" [{spec.label}]" if spec.label else ""))
 
 

@@ -152,6 +152,7 @@ def build(store: Store, experiment: str | None = None) -> dict[str, Any]:
     scale = T.scaling(ok, checks)
     comm, fits = T.communication(store)
     ps = T.ps_placement(runs)
+    ps_rec = T.ps_recorded(ok)
     acc, fail = T.model_accuracy(checks), T.failures(bad)
     bd_chart = stacked_bars(
         "Time per iteration by phase", "ms",
@@ -170,7 +171,7 @@ def build(store: Store, experiment: str | None = None) -> dict[str, Any]:
             ("scaling", "Scaling", _scaling_charts(store, scale) if scale else [], [scale]),
             ("communication", "Communication", [c for c in [_comm_chart(comm, fits)] if c],
              [fits, comm]),
-            ("ps", "Parameter servers", [c for c in [_ps_chart(ps)] if c], [ps]),
+            ("ps", "Parameter servers", [c for c in [_ps_chart(ps)] if c], [ps_rec, ps]),
             ("model", "Performance model: predicted vs measured", [], [acc]),
             ("failures", "Failed and skipped runs", [], [fail]),
         ],

@@ -216,6 +216,35 @@ def ps_placement(runs: list[dict]) -> Table:
     return t
 
 
+def ps_recorded(ok: list[dict]) -> Table:
+    """Placement as the framework made it (recorded by the PS run's rank 0)."""
+    t = Table("ps_recorded", "Parameter placement recorded by PS runs", [
+        Column("run", "run", digits=0), Column("servers", "servers"),
+        Column("per_server_mb", "bytes per server", "MB", 0),
+        Column("imbalance", "busiest / mean", "x"),
+        Column("model_greedy", "greedy would give", "x")],
+        note="Recorded per the framework's own rule (MXNet: key hash; arrays over "
+             "MXNET_KVSTORE_BIGARRAY_BOUND elements split over all servers).")
+    for r in ok:
+        m = json.loads(r["manifest_json"] or "{}")
+        placement = m.get("ranks", {}).get("0", {}).get("placement")
+        if not placement:
+            continue
+        per: dict[int, int] = defaultdict(int)
+        for _, nbytes, server in placement:
+            per[server] += nbytes
+        servers = max(r["ps"] or 1, len(per))
+        loads = [per.get(i, 0) for i in range(servers)]
+        net = cost(r["model"], 224, json.loads(r["spec_json"]).get("num_classes", 1000))
+        greedy = place([(x.key, x.nbytes) for x in net.tensors], servers, "greedy")
+        t.rows.append({"run": f"{display(r['framework'])} {r['model']} {r['strategy']} "
+                              f"x{r['workers']} ({r['mode']})", "servers": servers,
+                       "per_server_mb": ", ".join(f"{b / 1e6:.1f}" for b in loads),
+                       "imbalance": max(loads) / (sum(loads) / servers),
+                       "model_greedy": greedy.imbalance})
+    return t
+
+
 def model_accuracy(checks: list[validate.Check]) -> Table:
     t = Table("model", "Performance model: predicted vs measured iteration time", [
         Column("label", "configuration", digits=0), Column("workers", "workers"),

@@ -124,3 +124,78 @@ def test_training_under_mpirun(torch_env, tmp_path):
     ranks = {json.loads(line.split(":::DNNBENCH ", 1)[1])["rank"]
              for line in job.processes[0].lines if '"event":"done"' in line}
     assert ranks == {0, 1}
+
+
+def mxnet_ps(env, **kw):
+    spec = RunSpec(**{"framework": "mxnet", "model": "resnet50", "image_size": 32,
+                      "batch_size": 4, "steps": 4, "warmup": 1, "trials": 1, "num_classes": 10,
+                      "strategy": "ps-sync", "ps": 2, "devices_per_node": 2, "threads": 1,
+                      "timeout_s": 120, **kw})
+    return spec, plan(spec, PlanContext(env.python, worker_source_root(), "t"))
+
+
+def test_mxnet_sync_parameter_servers_place_tensors_on_both(all_envs):
+    spec, procs = mxnet_ps(all_envs["mxnet"], steps=12, loss_every=1, model="googlenet",
+                           lr=0.02)
+    assert [p.role for p in procs] == ["scheduler", "server", "server", "worker", "worker"]
+    job = local.launch(procs, timeout=spec.timeout_s)
+    rec = collect.record(spec, "test", "t", job, host_manifest())
+    row = rec.row
+    assert row["status"] == "ok", row["output_tail"]
+    assert row["replicas_identical"] == 1 and row["ps"] == 2
+    placement = row["manifest_json"]["ranks"]["0"]["placement"]
+    per_server = {}
+    for _, nbytes, server in placement:
+        per_server[server] = per_server.get(server, 0) + nbytes
+    assert set(per_server) == {0, 1}
+    from models.cost import cost
+    assert sum(per_server.values()) == cost("googlenet", 32, 10).gradient_bytes
+    from frameworks import events
+    losses = [v for ev in collect.job_events(job) if ev["event"] == events.LOSS
+              and ev["rank"] == 0 for v in ev["values"]]
+    assert sum(losses[-3:]) < sum(losses[:3])
+
+
+def test_mxnet_async_ps_is_labelled_async_and_runs(all_envs):
+    spec, procs = mxnet_ps(all_envs["mxnet"], strategy="ps-async", ps=1)
+    job = local.launch(procs, timeout=spec.timeout_s)
+    rec = collect.record(spec, "test", "t", job, host_manifest())
+    assert rec.row["status"] == "ok", rec.row["output_tail"]
+    assert rec.row["strategy"] == "ps-async"
+    settings = rec.row["manifest_json"]["ranks"]["0"]["settings"]
+    assert settings["kvstore"] == "dist_async"
+
+
+def test_missing_scheduler_times_out_and_leaves_nothing(all_envs):
+    spec, procs = mxnet_ps(all_envs["mxnet"], timeout_s=15)
+    procs = [p for p in procs if p.role != "scheduler"]
+    pids: dict[str, int] = {}
+    t0 = time.monotonic()
+    job = local.launch(procs, timeout=spec.timeout_s,
+                       on_start=lambda tag, pid: pids.__setitem__(tag, pid))
+    rec = collect.record(spec, "test", "t", job, host_manifest())
+    assert rec.row["status"] == "timeout" and time.monotonic() - t0 < 30
+    time.sleep(0.3)
+    for pid in pids.values():
+        assert not tree(pid)
+        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(
+            ")")[-1].split()[0] == "Z"
+
+
+def test_killed_server_tears_down_workers_and_scheduler(all_envs):
+    spec, procs = mxnet_ps(all_envs["mxnet"], steps=2000)
+    pids: dict[str, int] = {}
+    killed = []
+
+    def on_line(tag, line):
+        if '"event":"model"' in line and not killed:
+            killed.append(True)
+            os.kill(pids["server0"], 9)
+
+    t0 = time.monotonic()
+    job = local.launch(procs, timeout=spec.timeout_s, on_line=on_line,
+                       on_start=lambda tag, pid: pids.__setitem__(tag, pid))
+    assert killed and not job.ok and job.failed_tag == "server0"
+    assert time.monotonic() - t0 < 60
+    time.sleep(0.3)
+    assert all(not tree(pid) for pid in pids.values())

@@ -72,9 +72,18 @@ class MXNetTrainer:
         self.hybridized = hybridize
         if hybridize:
             self.net.hybridize(static_alloc=True, static_shape=True)
+        self.world_size = world_size
+        self.kvstore_type = os.environ.get("DNNBENCH_KVSTORE", "")
+        kv = mx.kv.create(self.kvstore_type) if self.kvstore_type else None
+        # With a dist kvstore the optimizer runs on the servers (update_on_kvstore): workers
+        # push gradients and pull weights, the parameter-server design both papers study.
         self.trainer = gluon.Trainer(self.net.collect_params(), "sgd",
                                      {"learning_rate": spec.lr, "momentum": spec.momentum},
-                                     kvstore=None)
+                                     kvstore=kv, update_on_kvstore=True if kv else None)
+        # Servers sum the workers' gradients; scaling by the global batch averages them,
+        # as DDP and allreduce do.
+        self.step_scale = spec.batch_size * (world_size if kv else 1)
+        self.placement = self._placement(kv) if kv else []
         self.loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
         rng = np.random.default_rng(spec.seed + 1 + rank)
         self.images = mx.nd.array(rng.standard_normal(
@@ -89,7 +98,7 @@ class MXNetTrainer:
         with self.autograd.record():
             loss = self.loss_fn(self.net(self.images), self.labels)
         loss.backward()
-        self.trainer.step(self.spec.batch_size)
+        self.trainer.step(self.step_scale)
         self._loss = loss
 
     # -- phases (breakdown mode) -----------------------------------------------------
@@ -107,10 +116,13 @@ class MXNetTrainer:
         self._loss.backward()
 
     def communicate(self) -> None:
-        """One worker: no gradient aggregation."""
+        """PS: push gradients, the servers update, pull weights (so t_update is ~0)."""
+        if self.kvstore_type:
+            self.trainer.step(self.step_scale)
 
     def update(self) -> None:
-        self.trainer.step(self.spec.batch_size)
+        if not self.kvstore_type:
+            self.trainer.step(self.step_scale)
 
     def synchronize(self) -> None:
         self.mx.nd.waitall()
@@ -130,12 +142,40 @@ class MXNetTrainer:
             h.update(p.data(self.ctx).asnumpy().astype(np.float32).tobytes())
         return h.hexdigest()[:16]
 
+    def _placement(self, kv) -> list[list]:
+        """Which server holds each parameter, by MXNet 1.9's kvstore rule (kvstore_dist.h):
+        arrays under MXNET_KVSTORE_BIGARRAY_BOUND elements go to server (key * 9973) % P,
+        larger ones are split evenly over all servers. Keys are the parameters' positions
+        in the Trainer, the order gluon initialises them in."""
+        servers = int(os.environ.get("DMLC_NUM_SERVER", "1"))
+        bound = int(os.environ.get("MXNET_KVSTORE_BIGARRAY_BOUND", "1000000"))
+        spec_name = {}
+        for layer, block in self.net.owners.items():
+            for pname, param in block.collect_params().items():
+                spec_name[id(param)] = f"{layer}.{pname.rsplit('_', 1)[-1]}"
+        out = []
+        for key, p in enumerate(self.trainer._params):
+            if p.grad_req == "null":
+                continue
+            elems = int(np.prod(p.shape))
+            name = spec_name.get(id(p), p.name)
+            if elems < bound:
+                out.append([name, elems * 4, (key * 9973) % servers])
+            else:
+                for i in range(servers):
+                    part = round(elems / servers * (i + 1)) - round(elems / servers * i)
+                    out.append([name, part * 4, i])
+        return out
+
     def settings(self) -> dict[str, Any]:
         return {"threads": self.threads, "layout": "channels_first", "device": str(self.ctx),
                 "precision": self.spec.precision, "hybridize": self.hybridized,
                 "static_alloc": self.hybridized, "optimizer": "SGD(momentum)",
                 "strategy": self.spec.strategy, "engine": os.environ.get(
-                    "MXNET_ENGINE_TYPE", "ThreadedEnginePerDevice")}
+                    "MXNET_ENGINE_TYPE", "ThreadedEnginePerDevice"),
+                "kvstore": self.kvstore_type or "none",
+                "update_on_kvstore": bool(self.kvstore_type),
+                "ps_servers": int(os.environ.get("DMLC_NUM_SERVER", "0") or 0)}
 
     def close(self) -> None:
         pass
