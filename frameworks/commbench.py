@@ -48,8 +48,7 @@ def main() -> int:
                         median=statistics.median(times), wrong=wrong)
         events.emit(events.DONE, rank=rank)
     except Exception as exc:  # noqa: BLE001 - reported as a record
-        events.emit(events.ERROR, reason=f"{type(exc).__name__}: {exc}"[:500],
-                    error_type=type(exc).__name__)
+        events.report_exception(exc)
         return 1
     finally:
         lib.teardown()

@@ -32,6 +32,17 @@ def emit(kind: str, stream: TextIO | None = None, **payload: Any) -> None:
     out.flush()
 
 
+def report_exception(exc: BaseException) -> None:
+    """A worker's last word on an unexpected failure: traceback to stderr (it lands in the
+    run's output tail), one ERROR event with a one-line reason for the results table."""
+    import traceback
+
+    traceback.print_exc()
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    emit(ERROR, reason=f"{type(exc).__name__}: {first}"[:500], error_type=type(exc).__name__)
+
+
 def parse(line: str) -> dict[str, Any] | None:
     """The event on this line, or None for any other output (rank prefixes allowed)."""
     pos = line.find(PREFIX)

@@ -30,11 +30,7 @@ def main() -> int:
                  **{f"updated/{k}": v for k, v in result["updated"].items()})
         events.emit(events.DONE, rank=0, framework=job["framework"])
     except Exception as exc:  # noqa: BLE001 - reported to the harness as one line
-        import traceback
-
-        traceback.print_exc()
-        events.emit(events.ERROR, reason=f"{type(exc).__name__}: {exc}"[:500],
-                    error_type=type(exc).__name__)
+        events.report_exception(exc)
         return 1
     return 0
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-import traceback
 
 from frameworks import events
 from frameworks.contract import RunSpec, SpecError
@@ -105,10 +104,7 @@ def main() -> int:
         events.emit(events.ERROR, reason="out of memory", error_type="MemoryError")
         return 1
     except Exception as exc:  # noqa: BLE001 - any framework failure becomes a record
-        traceback.print_exc()
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        events.emit(events.ERROR, reason=f"{type(exc).__name__}: {first}"[:500],
-                    error_type=type(exc).__name__)
+        events.report_exception(exc)
         return 1
     return 0
 

@@ -139,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_ps.add_argument("--ps", default="1,2,4,8,16,32,54,64",
                       help="server counts: comma list or range like 1..64")
     p_ps.add_argument("--detail", type=int, metavar="P", help="bytes per server at P servers")
+    p_ps.add_argument("--db", help="also show placements recorded by PS runs in this DB")
 
     p_paper = sub.add_parser("paper", help="reproduce the source papers' headline shapes")
     p_paper.add_argument("which", choices=["cori", "shi"],
@@ -442,6 +443,24 @@ def cmd_ps_placement(args: argparse.Namespace) -> int:
             mb = ", ".join(f"{b / 1e6:.1f}" for b in plc.bytes_per_server)
             print(f"{policy:<12} MB per server: {mb}")
         return 0
+    if args.db:
+        import json
+
+        from harness.store import Store
+
+        if not Path(args.db).is_file():
+            raise UserError(f"results database {args.db} does not exist")
+        with Store(args.db) as store:
+            for r in store.runs("WHERE status = 'ok' AND model = ? AND ps > 0", (args.model,)):
+                rec = json.loads(r["manifest_json"] or "{}").get("ranks", {}).get("0", {})
+                if rec.get("placement"):
+                    per = [0] * max(r["ps"], 1)
+                    for _, nbytes, server in rec["placement"]:
+                        per[server] += nbytes
+                    print(f"recorded by run {r['run_id']} ({r['framework']} {r['strategy']}, "
+                          f"{r['ps']} servers): MB per server "
+                          f"{', '.join(f'{b / 1e6:.2f}' for b in per)}; imbalance "
+                          f"{max(per) / (sum(per) / len(per)):.2f}")
     print(f"{args.model}: {len(tensors)} tensors, {net.gradient_bytes / 1e6:.1f} MB; largest "
           f"tensor {max(b for _, b in tensors) / 1e6:.2f} MB")
     print(f"{'PS':>4} {'mean MB':>8} {'greedy max':>11} {'imbalance':>10} {'round-robin max':>16} "

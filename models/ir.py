@@ -102,6 +102,12 @@ PARAM_NAMES: dict[type, tuple[str, ...]] = {
 }
 
 
+def safe_name(spec_name: str) -> str:
+    """Spec names use dots (torchvision style); torch ModuleDict keys, Keras layer names
+    and Gluon child names cannot, so every adapter maps them the same way."""
+    return spec_name.replace(".", "__")
+
+
 @dataclass(frozen=True)
 class Layer:
     name: str

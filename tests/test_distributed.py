@@ -16,6 +16,7 @@ from harness.sweep import worker_source_root
 from runners import local, mpirun
 from runners.process import tree
 from runners.spec import ProcessSpec
+from tests.conftest import run_cli
 
 needs_mpi = pytest.mark.skipif(shutil.which("mpirun") is None,
                                reason="Open MPI not installed (harness/system-deps.sh)")
@@ -134,7 +135,7 @@ def mxnet_ps(env, **kw):
     return spec, plan(spec, PlanContext(env.python, worker_source_root(), "t"))
 
 
-def test_mxnet_sync_parameter_servers_place_tensors_on_both(all_envs):
+def test_mxnet_sync_parameter_servers_place_tensors_on_both(all_envs, tmp_path):
     spec, procs = mxnet_ps(all_envs["mxnet"], steps=12, loss_every=1, model="googlenet",
                            lr=0.02)
     assert [p.role for p in procs] == ["scheduler", "server", "server", "worker", "worker"]
@@ -154,6 +155,14 @@ def test_mxnet_sync_parameter_servers_place_tensors_on_both(all_envs):
     losses = [v for ev in collect.job_events(job) if ev["event"] == events.LOSS
               and ev["rank"] == 0 for v in ev["values"]]
     assert sum(losses[-3:]) < sum(losses[:3])
+    # the placement analyser shows what the framework recorded
+    db = tmp_path / "ps.db"
+    with Store(db) as store:
+        store.add(rec)
+    r = run_cli("ps-placement", "--model", "googlenet", "--ps", "2", "--db", str(db))
+    assert r.returncode == 0, r.stderr
+    shown = f"{per_server[0] / 1e6:.2f}, {per_server[1] / 1e6:.2f}"
+    assert f"2 servers): MB per server {shown}" in r.stdout
 
 
 def test_mxnet_async_ps_is_labelled_async_and_runs(all_envs):

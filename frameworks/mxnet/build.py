@@ -28,11 +28,10 @@ from models.ir import (
     MaxPool,
     Network,
     ReLU,
+    safe_name,
 )
 
-
-def block_name(spec_name: str) -> str:
-    return spec_name.replace(".", "__")
+block_name = safe_name
 
 
 class AdaptivePoolBlock(gluon.HybridBlock):

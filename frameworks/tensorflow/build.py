@@ -29,11 +29,10 @@ from models.ir import (
     MaxPool,
     Network,
     ReLU,
+    safe_name,
 )
 
-
-def layer_name(spec_name: str) -> str:
-    return spec_name.replace(".", "__")
+layer_name = safe_name
 
 
 class Pad2D(layers.Layer):

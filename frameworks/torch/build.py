@@ -20,12 +20,10 @@ from models.ir import (
     MaxPool,
     Network,
     ReLU,
+    safe_name,
 )
 
-
-def module_key(layer_name: str) -> str:
-    """nn.ModuleDict keys cannot contain dots; spec names do (torchvision style)."""
-    return layer_name.replace(".", "__")
+module_key = safe_name
 
 
 def _module(op, in_shape: tuple[int, ...], inplace: bool, dropout: bool) -> nn.Module | None:
