@@ -194,3 +194,55 @@ def test_plan_rejects_invalid_values(tmp_path, bad):
     exp.write_text(bad)
     r = run_cli("plan", str(exp))
     assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_finished_runs(tmp_path, torch_env):
+    marker = f"ctrlc-{os.getpid()}"
+    exp = tmp_path / "c.toml"
+    # a quick googlenet run that finishes, then a long resnet50 run that gets interrupted
+    exp.write_text(f"""
+name = "ctrlc"
+[defaults]
+framework = "torch"
+label = "{marker}"
+image_size = 32
+batch_size = 2
+warmup = 1
+trials = 1
+num_classes = 10
+[matrix]
+model = ["googlenet", "resnet50"]
+steps = [2, 400]
+[[exclude]]
+model = "googlenet"
+steps = 400
+[[exclude]]
+model = "resnet50"
+steps = 2
+""")
+    db = tmp_path / "c.db"
+    exe = Path(sys.executable).parent / "dnnbench"
+    proc = subprocess.Popen([str(exe), "run", "-e", str(exp), "--db", str(db)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        assert proc.poll() is None, proc.stdout.read()
+        done = 0
+        if db.exists():
+            try:
+                done = sqlite3.connect(db).execute(
+                    "SELECT count(*) FROM runs WHERE status='ok'").fetchone()[0]
+            except sqlite3.OperationalError:
+                continue
+        if done >= 1 and our_workers(marker):
+            break
+    proc.send_signal(signal.SIGINT)  # what Ctrl-C delivers to the harness
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    assert "interrupted" in out
+    time.sleep(0.5)
+    assert our_workers(marker) == []
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert [s for (s,) in con.execute("SELECT status FROM runs")] == ["ok"]
