@@ -91,8 +91,8 @@ def record(spec: RunSpec, experiment: str, run_id: str, job: JobResult,
     for tr in trials:
         rank, trial = int(tr.get("rank", 0)), int(tr["trial"])
         if tr.get("paired"):
-            if rank == 0:
-                paired.extend(float(t) for t in tr["iter_times"])
+            if rank == 0 and tr["iter_times"]:  # wall-based, like the headline (async engines)
+                paired.append(float(tr["wall"]) / len(tr["iter_times"]))
             continue
         for i, t in enumerate(tr["iter_times"]):
             rec.iterations.append((rank, trial, i, float(t)))

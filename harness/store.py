@@ -51,8 +51,9 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
      "spread gives the interval), 0 under an async engine (the trials' spread does)"),
     ("settling", "REAL", "fraction", "first trial's median over the later trials' median, "
      "minus 1: > 0.05 means warm-up was too short"),
-    ("t_iter_paired_s", "REAL", "s", "breakdown runs: median throughput-mode iteration time "
-     "measured in the same process, alternating with the breakdown trials"),
+    ("t_iter_paired_s", "REAL", "s", "breakdown runs: throughput-mode iteration time (median "
+     "over trials of wall / iterations) measured in the same process, alternating with the "
+     "breakdown trials"),
     ("t_io_s", "REAL", "s", "breakdown: median time waiting for the next batch"),
     ("t_h2d_s", "REAL", "s", "breakdown: median host-to-device copy time"),
     ("t_forward_s", "REAL", "s", "breakdown: median forward + loss time"),
