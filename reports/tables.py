@@ -70,7 +70,11 @@ def shootout(ok: list[dict]) -> Table:
         Column("config", "config", digits=0), Column("images_per_s", "throughput", "images/s"),
         Column("low", "95% low", "images/s"), Column("high", "95% high", "images/s"),
         Column("t_iter_ms", "t_iter", "ms"), Column("jitter_pct", "jitter", "%", 2),
-        Column("settling_pct", "settling", "%", 2)])
+        Column("settling_pct", "settling", "%", 2)],
+        note="No interval ('-'): an asynchronous engine (MXNet, or any GPU queue) returns "
+             "before the device finishes, so the spread comes from the trials, and fewer "
+             "than 6 trials give no distribution-free interval. Settling: first trial over "
+             "the rest.")
     for r in ok:
         if r["mode"] == "throughput" and r["workers"] == 1:
             t.rows.append({"framework": display(r["framework"]), "model": r["model"],
@@ -298,7 +302,14 @@ def findings(shoot: Table, scale: Table) -> list[str]:
         def ci(r: dict) -> tuple[float, float]:
             return (r["images_per_s_low"] or math.nan, r["images_per_s_high"] or math.nan)
 
-        if intervals_overlap(ci(top), ci(second)):
+        missing = [display(r["framework"]) for r in (top, second)
+                   if any(v != v for v in ci(r))]
+        if missing:
+            out.append(f"{model} ({cfg}): {display(top['framework'])} measured {margin:+.1%} "
+                       f"over {display(second['framework'])}, but this cannot be ranked with "
+                       f"confidence: no 95% interval for {' and '.join(missing)} (an "
+                       "asynchronous engine's spread comes from trials; run >= 6 trials).")
+        elif intervals_overlap(ci(top), ci(second)):
             out.append(f"{model} ({cfg}): {display(top['framework'])} and "
                        f"{display(second['framework'])} are too close to rank ({margin:+.1%}; "
                        "their 95% intervals overlap).")
