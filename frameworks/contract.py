@@ -38,6 +38,7 @@ class FrameworkSupport:
     precisions: tuple[str, ...] = PRECISIONS
     layouts: tuple[str, ...] = LAYOUTS
     import_name: str = ""  # the module whose import proves the environment works
+    xla: bool = False  # can compile training steps with XLA
     unsupported: dict[str, str] = field(default_factory=dict)  # strategy -> why not
 
 
@@ -47,7 +48,7 @@ SUPPORT: dict[str, FrameworkSupport] = {
         unsupported={"ps-sync": "PyTorch has no native parameter server",
                      "ps-async": "PyTorch has no native parameter server"}),
     "tensorflow": FrameworkSupport(
-        display="TensorFlow", strategies=("single",), import_name="tensorflow"),
+        display="TensorFlow", strategies=("single",), import_name="tensorflow", xla=True),
     "mxnet": FrameworkSupport(
         display="MXNet", strategies=("single", "ps-sync", "ps-async"), import_name="mxnet"),
 }
@@ -78,6 +79,7 @@ class RunSpec:
     device: str = "cpu"
     precision: str = "fp32"
     layout: str = "auto"
+    xla: bool = False  # TensorFlow: jit_compile the training step (off: slower on CPU)
     strategy: str = "single"
     nodes: int = 1
     devices_per_node: int = 1
@@ -149,6 +151,9 @@ def validate(spec: RunSpec) -> None:
         if getattr(spec, name) not in allowed:
             raise UnsupportedError(f"{name} = {getattr(spec, name)!r} is unsupported for "
                                    f"{spec.framework}; supported: {', '.join(allowed)}")
+    if spec.xla and not sup.xla:
+        raise UnsupportedError(f"xla = true is unsupported for {spec.framework}; only "
+                               "frameworks with XLA compilation (tensorflow) take it")
     _positive(spec, "batch_size", "image_size", "num_classes", "steps", "trials", "nodes",
               "devices_per_node")
     if spec.warmup < 0 or spec.threads < 0 or spec.loss_every < 0 or spec.memory_limit_mb < 0:

@@ -42,6 +42,8 @@ def _add_spec_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--precision", choices=["fp32", "amp"])
     g.add_argument("--layout", choices=["auto", "channels_first", "channels_last"])
     g.add_argument("--threads", type=int, help="threads per worker (0: share of cores)")
+    g.add_argument("--xla", action="store_true", default=None,
+                   help="TensorFlow: XLA-compile the training step")
     g.add_argument("--strategy", help="single | allreduce | horovod | ps-sync | ps-async")
     g.add_argument("--nodes", type=int, help="hosts (1)")
     g.add_argument("--devices-per-node", type=int, help="workers per host (1)")
@@ -191,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _spec_overrides(args: argparse.Namespace) -> dict[str, Any]:
     keys = ("framework", "model", "batch_size", "image_size", "num_classes", "steps", "warmup",
             "trials", "mode", "device", "precision", "layout", "threads", "timeout_s", "label",
-            "strategy", "nodes", "devices_per_node", "ps", "memory_limit_mb")
+            "strategy", "nodes", "devices_per_node", "ps", "memory_limit_mb", "xla")
     return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
 
 

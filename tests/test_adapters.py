@@ -74,6 +74,13 @@ def test_layout_auto_and_explicit_are_recorded(all_envs, framework, auto, explic
         assert rec.row["manifest_json"]["ranks"]["0"]["settings"]["layout"] == explicit
 
 
+def test_tensorflow_xla_is_selectable_and_recorded(all_envs):
+    rec, _ = run(all_envs["tensorflow"], framework="tensorflow", model="googlenet", xla=True,
+                 steps=1, warmup=0)
+    assert rec.row["status"] == "ok", rec.row["output_tail"]
+    assert rec.row["manifest_json"]["ranks"]["0"]["settings"]["xla"] is True
+
+
 def test_unsupported_layout_is_a_clear_failure(all_envs):
     rec, _ = run(all_envs["tensorflow"], framework="tensorflow", layout="channels_first")
     assert rec.row["status"] == "failed"

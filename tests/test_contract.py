@@ -15,6 +15,7 @@ def spec(**kw):
     ({"strategy": "ps-sync"}, "PyTorch has no native parameter server"),
     ({"model": "alexnet"}, "smallest image size alexnet accepts is 63 px"),
     ({"nodes": 2}, "strategy 'single' runs one worker"),
+    ({"xla": True}, "xla = true is unsupported for torch"),
 ])
 def test_validation_names_field_value_and_fix(kw, message):
     with pytest.raises(SpecError, match=message.replace("(", r"\(")):

@@ -69,7 +69,7 @@ class TensorFlowTrainer:
     backward_includes_forward = True  # the gradient tf.function re-runs the forward pass
 
     def __init__(self, spec: RunSpec, rank: int = 0, world_size: int = 1,
-                 dropout: bool = True, xla: bool = False) -> None:
+                 dropout: bool = True, xla: bool | None = None) -> None:
         self.spec = spec
         self.threads = _threads(spec)
         _configure_threads(self.threads)
@@ -110,7 +110,7 @@ class TensorFlowTrainer:
             self.images = tf.constant(rng.standard_normal(shape, dtype=np.float32))
             self.labels = tf.constant(rng.integers(0, spec.num_classes, spec.batch_size,
                                                    dtype=np.int64))
-        self.xla = xla
+        self.xla = spec.xla if xla is None else xla
         self._compile()
         self._loss = None
         self._grads = None
