@@ -120,7 +120,9 @@ def test_three_frameworks_one_comparable_table(tmp_path, all_envs):
                                                                   "TensorFlow"]
     summary = md.read_text().split("## Summary", 1)[1].split("\n## ", 1)[0]
     assert "googlenet (b4 32px cpu fp32):" in summary
-    assert "fastest" in summary or "too close to rank" in summary
+    # one of the three honest verdicts, whatever the ranking on this machine
+    verdicts = ("fastest", "too close to rank", "cannot be ranked with confidence")
+    assert sum(v in summary for v in verdicts) == 1, summary
 
 
 def test_models_table(tmp_path):

@@ -35,6 +35,28 @@ def our_workers(marker: str) -> list[int]:
     return out
 
 
+def start_sweep_and_wait_mid_run(exp: Path, db: Path, marker: str) -> subprocess.Popen:
+    """Start `dnnbench run -e exp` and return once one run is stored and the next one's
+    workers are running (the moment to interrupt it)."""
+    exe = Path(sys.executable).parent / "dnnbench"
+    proc = subprocess.Popen([str(exe), "run", "-e", str(exp), "--db", str(db)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        assert proc.poll() is None, proc.stdout.read()
+        if not db.exists():
+            continue
+        try:
+            done = sqlite3.connect(db).execute(
+                "SELECT count(*) FROM runs WHERE status='ok'").fetchone()[0]
+        except sqlite3.OperationalError:
+            continue
+        if done >= 1 and our_workers(marker):
+            return proc
+    raise AssertionError("the sweep never reached a second run")
+
+
 def test_crash_hang_and_memory_limit_are_recorded_and_the_sweep_goes_on(tmp_path, torch_env):
     from harness.experiment import Experiment, Planned
     from harness.store import Store
@@ -83,23 +105,7 @@ model = ["googlenet", "resnet50"]
 batch_size = [2, 4]
 """)
     db = tmp_path / "k.db"
-    exe = Path(sys.executable).parent / "dnnbench"
-    proc = subprocess.Popen([str(exe), "run", "-e", str(exp), "--db", str(db)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 240
-    done = 0
-    while time.monotonic() < deadline:
-        time.sleep(0.2)
-        assert proc.poll() is None, proc.stdout.read()
-        if db.exists():
-            try:
-                done = sqlite3.connect(db).execute(
-                    "SELECT count(*) FROM runs WHERE status='ok'").fetchone()[0]
-            except sqlite3.OperationalError:
-                continue
-            if done >= 1 and our_workers(marker):  # mid-run of the next configuration
-                break
-    assert done >= 1
+    proc = start_sweep_and_wait_mid_run(exp, db, marker)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     time.sleep(1.0)
@@ -221,22 +227,7 @@ model = "resnet50"
 steps = 2
 """)
     db = tmp_path / "c.db"
-    exe = Path(sys.executable).parent / "dnnbench"
-    proc = subprocess.Popen([str(exe), "run", "-e", str(exp), "--db", str(db)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        time.sleep(0.2)
-        assert proc.poll() is None, proc.stdout.read()
-        done = 0
-        if db.exists():
-            try:
-                done = sqlite3.connect(db).execute(
-                    "SELECT count(*) FROM runs WHERE status='ok'").fetchone()[0]
-            except sqlite3.OperationalError:
-                continue
-        if done >= 1 and our_workers(marker):
-            break
+    proc = start_sweep_and_wait_mid_run(exp, db, marker)
     proc.send_signal(signal.SIGINT)  # what Ctrl-C delivers to the harness
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, out
