@@ -125,6 +125,14 @@ class RunSpec:
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def worker_threads(spec: RunSpec) -> int:
+    """Compute threads for one worker: the spec's value, else the share the launcher gave
+    it (DNNBENCH_THREADS, see frameworks.plan.worker_env), else every core."""
+    import os
+
+    return spec.threads or int(os.environ.get("DNNBENCH_THREADS", "0")) or (os.cpu_count() or 1)
+
+
 def _choice(field_name: str, value: object, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise SpecError(f"{field_name} = {value!r} is not one of: {', '.join(allowed)}")

@@ -15,12 +15,8 @@ from typing import Any
 import numpy as np
 
 import models
-from frameworks.contract import RunSpec
+from frameworks.contract import RunSpec, worker_threads
 from models.cost import cost
-
-
-def _threads(spec: RunSpec) -> int:
-    return spec.threads or int(os.environ.get("DNNBENCH_THREADS", "0")) or (os.cpu_count() or 1)
 
 
 def environment(spec: RunSpec) -> dict[str, Any]:
@@ -48,7 +44,7 @@ class MXNetTrainer:
 
         self.mx, self.autograd = mx, autograd
         self.spec = spec
-        self.threads = _threads(spec)
+        self.threads = worker_threads(spec)
         if spec.layout == "channels_last":
             raise RuntimeError("layout = 'channels_last' is unsupported by this MXNet adapter "
                                "(NCHW on CPU and GPU); use auto or channels_first")

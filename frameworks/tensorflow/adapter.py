@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 import models
-from frameworks.contract import RunSpec
+from frameworks.contract import RunSpec, worker_threads
 from models.cost import cost
 
 _threads_set = False
@@ -35,10 +35,6 @@ def _configure_threads(threads: int) -> None:
         _threads_set = True
 
 
-def _threads(spec: RunSpec) -> int:
-    return spec.threads or int(os.environ.get("DNNBENCH_THREADS", "0")) or (os.cpu_count() or 1)
-
-
 def resolve_layout(spec: RunSpec) -> str:
     if spec.layout != "auto":
         return spec.layout
@@ -48,7 +44,7 @@ def resolve_layout(spec: RunSpec) -> str:
 
 
 def environment(spec: RunSpec) -> dict[str, Any]:
-    _configure_threads(_threads(spec))
+    _configure_threads(worker_threads(spec))
     import keras
     import tensorflow as tf
 
@@ -71,7 +67,7 @@ class TensorFlowTrainer:
     def __init__(self, spec: RunSpec, rank: int = 0, world_size: int = 1,
                  dropout: bool = True, xla: bool | None = None) -> None:
         self.spec = spec
-        self.threads = _threads(spec)
+        self.threads = worker_threads(spec)
         _configure_threads(self.threads)
         import keras
         import tensorflow as tf

@@ -20,15 +20,11 @@ import torch
 from torch import nn
 
 import models
-from frameworks.contract import RunSpec
+from frameworks.contract import RunSpec, worker_threads
 from frameworks.torch.build import SpecNet, trainable_parameters
 from models.cost import cost
 
 DDP_BUCKET_MB = 25  # DDP's default; breakdown mode's manual allreduce uses the same buckets
-
-
-def _threads(spec: RunSpec) -> int:
-    return spec.threads or int(os.environ.get("DNNBENCH_THREADS", "0")) or (os.cpu_count() or 1)
 
 
 def resolve_layout(spec: RunSpec) -> str:
@@ -60,7 +56,7 @@ class TorchTrainer:
             raise RuntimeError("device = 'cuda' but torch sees no CUDA device "
                                "(is the CUDA environment variant installed?)")
         self.spec = spec
-        self.threads = _threads(spec)
+        self.threads = worker_threads(spec)
         torch.set_num_threads(self.threads)
         local_rank = int(os.environ.get("DNNBENCH_LOCAL_RANK", "0"))
         self.device = torch.device(f"cuda:{local_rank}" if spec.device == "cuda" else "cpu")
