@@ -130,6 +130,11 @@ def fit(rows: list[dict]) -> tuple[float, float]:
     big = [r for r in rows if r["bytes"] >= 2**20] or rows[-2:]
     _, beta = fit_alpha_beta([r["bytes"] for r in big], [r["median_s"] for r in big])
     alpha = min(small)
+    if beta <= 0:
+        # Noise flattened the slope (few, noisy large sizes): a bandwidth cannot be infinite,
+        # so take the largest message's per-byte time after latency.
+        last = rows[-1]
+        beta = max(last["median_s"] - alpha, last["median_s"] / 2) / max(last["bytes"], 1)
     return alpha, beta
 
 

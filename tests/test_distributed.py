@@ -91,6 +91,15 @@ def test_mpirun_command_is_exact():
     assert "-H a:2,b:1" in " ".join(mpirun.mpirun_command(hosts, as_root=False).argv)
 
 
+def test_commbench_fit_never_gives_infinite_bandwidth():
+    # large sizes whose times fall with size (noise): the slope is negative
+    rows = [{"bytes": b, "median_s": t} for b, t in
+            [(4, 3e-4), (4096, 4e-4), (2**20, 5e-3), (2**22, 4e-3)]]
+    alpha, beta = commbench.fit(rows)
+    assert alpha == 3e-4 and beta > 0
+    assert 1 / beta == pytest.approx(2**22 / (4e-3 - 3e-4))
+
+
 def test_commbench_sizes():
     assert commbench.parse_sizes("4..1K") == [4, 16, 64, 256, 1024]
     assert commbench.parse_sizes("1K,2M") == [1024, 2 * 2**20]

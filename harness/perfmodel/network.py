@@ -30,7 +30,7 @@ class Link:
 
     @property
     def bandwidth(self) -> float:
-        return 1.0 / self.beta
+        return 1.0 / self.beta if self.beta > 0 else float("inf")
 
     @classmethod
     def from_bandwidth(cls, name: str, alpha: float, bandwidth: float, **kw: str) -> Link:
