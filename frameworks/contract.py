@@ -16,7 +16,9 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Protocol
 
-MODES = ("throughput", "breakdown")
+#: "loader" times the input pipeline alone (no training): its images/s is the ceiling the
+#: data loader puts on training, so a report can say input-bound or compute-bound.
+MODES = ("throughput", "breakdown", "loader")
 DEVICES = ("cpu", "cuda")
 PRECISIONS = ("fp32", "amp")
 LAYOUTS = ("auto", "channels_first", "channels_last")
@@ -52,6 +54,10 @@ SUPPORT: dict[str, FrameworkSupport] = {
     "mxnet": FrameworkSupport(
         display="MXNet", strategies=("single", "ps-sync", "ps-async"), import_name="mxnet"),
 }
+
+
+#: Fields added after the first release, with their defaults (see RunSpec.config_hash).
+LATER_FIELDS: dict[str, Any] = {"data": "", "loader_workers": 2}
 
 
 class SpecError(ValueError):
@@ -92,6 +98,8 @@ class RunSpec:
     timeout_s: float = 600.0
     memory_limit_mb: int = 0  # per process address-space limit (0: none)
     label: str = ""
+    data: str = ""  # ImageNet-style folder (class dirs of JPEGs); "" = synthetic data
+    loader_workers: int = 2  # data-loader worker processes / threads per training worker
 
     @property
     def workers(self) -> int:
@@ -118,10 +126,16 @@ class RunSpec:
         return cls.from_dict(json.loads(text))
 
     def config_hash(self) -> str:
-        """Identity of the measurement: every field except the label and the limits."""
+        """Identity of the measurement: every field except the label and the limits.
+
+        Fields added after the first release are left out while at their default, so a
+        results database made before they existed still resumes."""
         data = asdict(self)
         for name in ("label", "timeout_s", "memory_limit_mb"):
             data.pop(name)
+        for name, default in LATER_FIELDS.items():
+            if data[name] == default:
+                data.pop(name)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -166,6 +180,12 @@ def validate(spec: RunSpec) -> None:
               "devices_per_node")
     if spec.warmup < 0 or spec.threads < 0 or spec.loss_every < 0 or spec.memory_limit_mb < 0:
         raise SpecError("warmup, threads, loss_every and memory_limit_mb must be >= 0")
+    if spec.loader_workers < 0:
+        raise SpecError(f"loader_workers = {spec.loader_workers!r} must be >= 0 (0: load in "
+                        "the training process)")
+    if spec.mode == "loader" and not spec.data:
+        raise SpecError("mode = 'loader' times the input pipeline alone and needs a dataset: "
+                        "set data to an ImageNet-style folder (dnnbench data make DIR)")
     if spec.timeout_s <= 0:
         raise SpecError(f"timeout_s = {spec.timeout_s!r} must be > 0 seconds")
     _choice("strategy", spec.strategy, STRATEGIES)

@@ -20,8 +20,9 @@ LOSS = "loss"  # loss values observed during a trial
 ERROR = "error"  # a clean, one-line reason the worker could not finish
 DONE = "done"
 COMM = "comm"  # commbench: one message size's timings and correctness
+DATA = "data"  # the input pipeline: dataset, this worker's shard, skipped files
 
-KINDS = (ENVIRONMENT, MODEL, TRIAL, LOSS, ERROR, DONE, COMM)
+KINDS = (ENVIRONMENT, MODEL, TRIAL, LOSS, ERROR, DONE, COMM, DATA)
 
 
 def emit(kind: str, stream: TextIO | None = None, **payload: Any) -> None:

@@ -95,6 +95,22 @@ def breakdown_trial(trainer: Trainer, steps: int, loss_every: int = 0) -> TrialR
     return TrialResult(times, end - start, phases=phases, losses=losses)
 
 
+class FeedOnly:
+    """A data feed dressed as a Trainer whose step only loads a batch and copies it to the
+    device: timed by the same throughput loop, it gives the pipeline's own ceiling."""
+
+    def __init__(self, feed) -> None:
+        self.feed = feed
+        self.synchronize = feed.synchronize
+
+    def step(self) -> None:
+        self.feed.next_batch()
+        self.feed.to_device()
+
+    def loss(self) -> float:
+        return float("nan")
+
+
 def run_trial(trainer: Trainer, steps: int, mode: str, loss_every: int = 0) -> TrialResult:
     if mode == "breakdown":
         return breakdown_trial(trainer, steps, loss_every)

@@ -14,8 +14,12 @@ import os
 import sys
 
 from frameworks import events
-from frameworks.contract import RunSpec, SpecError
-from frameworks.timing import run_trial, warm_up
+from frameworks.contract import RunSpec, SpecError, worker_threads
+from frameworks.datasets import DatasetError
+from frameworks.timing import FeedOnly, run_trial, warm_up
+
+#: Loader mode times at least this many batches per trial (see _measure_loader).
+LOADER_MIN_STEPS = 50
 
 
 class WorkerError(RuntimeError):
@@ -55,7 +59,13 @@ def run(spec: RunSpec) -> None:
     rank, world = _rank()
     adapter = importlib.import_module(f"frameworks.{spec.framework}.adapter")
     events.emit(events.ENVIRONMENT, rank=rank, **adapter.environment(spec))
+    if spec.mode == "loader":
+        _measure_loader(spec, rank, world)
+        return
     trainer = adapter.build_trainer(spec, rank=rank, world_size=world)
+    feed = getattr(trainer, "feed", None)
+    if feed is not None:
+        events.emit(events.DATA, rank=rank, **feed.listing.summary())
     expected = cost(spec.model, spec.image_size, spec.num_classes)
     built = trainer.parameter_count()
     placement = getattr(trainer, "placement", None)
@@ -69,8 +79,42 @@ def run(spec: RunSpec) -> None:
                           "would not be comparable")
     try:
         _measure(spec, trainer, rank)
+        digest = trainer.state_digest()
     finally:
-        trainer.close()
+        trainer.close()  # loader processes exit first, so their peak memory is counted
+    events.emit(events.DONE, rank=rank, state_digest=digest, **peak_rss_bytes())
+
+
+def peak_rss_bytes() -> dict[str, int]:
+    """Peak resident memory of this process and of its finished children (loader
+    workers), from the kernel's own high-water mark: exact, and free to read."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    return {"peak_rss_bytes": own, "peak_rss_children_bytes": children}
+
+
+def _measure_loader(spec: RunSpec, rank: int, world: int) -> None:
+    """Loader mode: the input pipeline's images/s with no model at all."""
+    data = importlib.import_module(f"frameworks.{spec.framework}.data")
+    feed = data.build_feed(spec, rank, world)
+    events.emit(events.DATA, rank=rank, **feed.listing.summary())
+    events.emit(events.MODEL, rank=rank, settings={"threads": worker_threads(spec),
+                                                   **feed.settings()})
+    trainer = FeedOnly(feed)
+    # Prefetched batches (about 2 per loader worker) come out at memory speed: enough
+    # batches per trial that the pipeline's sustained rate, not its buffer, is measured.
+    steps = max(spec.steps, LOADER_MIN_STEPS)
+    try:
+        warm_up(trainer, spec.warmup)
+        for trial in range(spec.trials):
+            result = run_trial(trainer, steps, "throughput")
+            events.emit(events.TRIAL, rank=rank, trial=trial, iter_times=result.iter_times,
+                        wall=result.wall, phases={})
+    finally:
+        feed.close()
+    events.emit(events.DONE, rank=rank, **peak_rss_bytes())
 
 
 def _measure(spec: RunSpec, trainer, rank: int) -> None:
@@ -86,7 +130,6 @@ def _measure(spec: RunSpec, trainer, rank: int) -> None:
         events.emit(events.TRIAL, rank=rank, trial=trial, iter_times=result.iter_times,
                     wall=result.wall, phases=result.phases)
         events.emit(events.LOSS, rank=rank, trial=trial, values=result.losses)
-    events.emit(events.DONE, rank=rank, state_digest=trainer.state_digest())
 
 
 def main() -> int:
@@ -97,7 +140,7 @@ def main() -> int:
         return 2
     try:
         run(RunSpec.from_json(text))
-    except (WorkerError, SpecError) as exc:
+    except (WorkerError, SpecError, DatasetError) as exc:
         events.emit(events.ERROR, reason=str(exc), error_type=type(exc).__name__)
         return 1
     except MemoryError:

@@ -36,8 +36,9 @@ def _add_spec_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--steps", type=int, help="timed iterations per trial")
     g.add_argument("--warmup", type=int, help="untimed iterations before the trials")
     g.add_argument("--trials", type=int, help="repeated trials")
-    g.add_argument("--mode", choices=["throughput", "breakdown"],
-                   help="throughput: no added syncs; breakdown: time each phase")
+    g.add_argument("--mode", choices=["throughput", "breakdown", "loader"],
+                   help="throughput: no added syncs; breakdown: time each phase; loader: the "
+                        "input pipeline alone (needs --data)")
     g.add_argument("--device", choices=["cpu", "cuda"])
     g.add_argument("--precision", choices=["fp32", "amp"])
     g.add_argument("--layout", choices=["auto", "channels_first", "channels_last"])
@@ -51,6 +52,10 @@ def _add_spec_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--timeout", type=float, dest="timeout_s", help="seconds per run (600)")
     g.add_argument("--memory-limit-mb", type=int, help="address-space cap per process")
     g.add_argument("--label", help="free text stored with the run")
+    g.add_argument("--data", help="ImageNet-style folder (class dirs of JPEGs) to train on "
+                                  "instead of synthetic data; see `dnnbench data make`")
+    g.add_argument("--loader-workers", type=int,
+                   help="data-loader processes/threads per worker (2; 0: in the worker)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--retry-failed", action="store_true",
                        help="run again configurations stored as failed or timed out")
     p_run.add_argument("--verbose", "-v", action="store_true", help="stream worker output")
+    p_run.add_argument("--telemetry-interval", type=float, default=0.5, metavar="S",
+                       help="sample CPU, memory (and GPU via NVML) every S seconds (0.5; "
+                            "0: off)")
     _add_spec_flags(p_run)
 
     p_rep = sub.add_parser("report", help="render the HTML report from a results DB")
@@ -184,6 +192,35 @@ def build_parser() -> argparse.ArgumentParser:
                        help="write a Chrome/Perfetto trace of a breakdown run (-o FILE)")
     p_res.add_argument("-o", "--output", default="trace.json", help="trace file (trace.json)")
 
+    p_data = sub.add_parser(
+        "data", help="make or check an ImageNet-style JPEG dataset",
+        description="Real input pipelines read an ImageNet-style folder: ROOT/<class>/<img>.jpg.",
+        epilog="examples:\n  dnnbench data make --images 512 --size 160 --classes 10 data/tiny\n"
+               "  dnnbench data check data/tiny --world 2\n"
+               "  dnnbench run --framework torch --model resnet50 --batch 16 --image-size 64 "
+               "--data data/tiny\n  dnnbench run --framework torch --model resnet50 --batch 16 "
+               "--image-size 64 --data data/tiny --mode loader",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    data_sub = p_data.add_subparsers(dest="data_command", metavar="ACTION")
+    p_make = data_sub.add_parser("make", help="write a synthetic-content JPEG dataset")
+    p_make.add_argument("directory", help="new (or empty) folder to write")
+    p_make.add_argument("--images", type=int, default=512, help="total images (512)")
+    p_make.add_argument("--size", type=int, default=160,
+                        help="typical side in px; each side varies 0.75x..1.5x (160)")
+    p_make.add_argument("--classes", type=int, default=10, help="class folders (10)")
+    p_make.add_argument("--seed", type=int, default=0)
+    p_check = data_sub.add_parser(
+        "check", help="decode a dataset in each framework's loader and compare",
+        description="One ordered pass of each framework's training pipeline over the dataset: "
+                    "label counts must agree, shards must be disjoint; corrupt files are "
+                    "skipped and counted. Exit status 1 if the frameworks disagree.")
+    p_check.add_argument("directory")
+    p_check.add_argument("--frameworks", default="torch,tensorflow,mxnet")
+    p_check.add_argument("--world", type=int, default=1, help="shard over this many workers")
+    p_check.add_argument("--image-size", type=int, default=64)
+    p_check.add_argument("--loader-workers", type=int, default=2)
+    p_check.add_argument("--json", help="also write every rank's report here")
+
     p_plan = sub.add_parser("plan", help="show an experiment's runs before running it")
     p_plan.add_argument("experiment_file")
     p_plan.add_argument("--db", help="also show which runs are already stored (resume)")
@@ -193,7 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _spec_overrides(args: argparse.Namespace) -> dict[str, Any]:
     keys = ("framework", "model", "batch_size", "image_size", "num_classes", "steps", "warmup",
             "trials", "mode", "device", "precision", "layout", "threads", "timeout_s", "label",
-            "strategy", "nodes", "devices_per_node", "ps", "memory_limit_mb", "xla")
+            "strategy", "nodes", "devices_per_node", "ps", "memory_limit_mb", "xla", "data",
+            "loader_workers")
     return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
 
 
@@ -263,7 +301,8 @@ def cmd_run(args: argparse.Namespace) -> int:
           f"({len(exp.runs) - len(exp.runnable)} skipped as unsupported); results -> {args.db}")
     with Store(args.db) as store:
         summary = sweep.run_experiment(exp, store, retry_failed=args.retry_failed,
-                                       stream_output=args.verbose)
+                                       stream_output=args.verbose,
+                                       telemetry_interval_s=args.telemetry_interval)
         print(f"done: {summary.ok} ok, {summary.failed} failed, {summary.skipped} skipped, "
               f"{summary.reused} already stored")
         if args.csv:
@@ -319,6 +358,41 @@ def cmd_results(args: argparse.Namespace) -> int:
         if not args.csv and not args.json:
             export.print_table(store, args.experiment, **filters)
     return 0
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    if args.data_command == "make":
+        from harness.datasets import make
+
+        step = max(1, args.images // 10)
+
+        def progress(done: int, total: int) -> None:
+            if done % step == 0 and done < total:
+                print(f"  {done}/{total} images written", flush=True)
+
+        info = make(args.directory, args.images, args.size, args.classes, args.seed,
+                    progress=progress)
+        print(f"{info['root']}: {info['images']} JPEG images in {info['classes']} classes, "
+              f"{info['bytes'] / 2**20:.1f} MiB, {info['seconds']} s")
+        return 0
+    if args.data_command == "check":
+        import json
+
+        from frameworks.datasets import list_files
+        from harness import datacheck
+
+        list_files(args.directory)  # a clear error before any environment starts
+        fws = [f.strip() for f in args.frameworks.split(",") if f.strip()]
+        results = datacheck.check(args.directory, fws, args.image_size, args.world,
+                                  args.loader_workers)
+        lines, agree = datacheck.describe(results)
+        print("\n".join(lines))
+        if args.json:
+            Path(args.json).write_text(json.dumps(
+                [{"framework": r.framework, "ok": r.ok, "reason": r.reason, "ranks": r.ranks}
+                 for r in results], indent=1))
+        return 0 if agree else 1
+    raise UserError("data needs an action: make or check (see dnnbench data --help)")
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -555,7 +629,7 @@ def cmd_paper(args: argparse.Namespace) -> int:
 COMMANDS = {"env": cmd_env, "models": cmd_models, "run": cmd_run, "report": cmd_report,
             "results": cmd_results, "predict": cmd_predict, "ps-placement": cmd_ps_placement,
             "paper": cmd_paper, "commbench": cmd_commbench, "plan": cmd_plan,
-            "verify": cmd_verify}
+            "verify": cmd_verify, "data": cmd_data}
 
 
 def main(argv: list[str] | None = None) -> int:

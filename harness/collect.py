@@ -10,6 +10,7 @@ from frameworks import events
 from frameworks.contract import RunSpec
 from harness.stats import median, summarize
 from harness.store import PHASE_COLUMNS, RunRecord
+from harness.telemetry import Telemetry
 from runners.spec import JobResult
 
 #: A first trial this much slower than the rest means warm-up was too short.
@@ -32,6 +33,8 @@ def base_row(spec: RunSpec, experiment: str, run_id: str, status: str, reason: s
             "device": spec.device, "precision": spec.precision,
             "batch_size": spec.batch_size, "image_size": spec.image_size,
             "workers": spec.workers, "nodes": spec.nodes, "ps": spec.ps, "label": spec.label,
+            "data": spec.data or "synthetic",
+            "loader_workers": spec.loader_workers if spec.data else None,
             "started": now_iso(), "spec_json": spec.to_json(), "manifest_json": manifest or {}}
 
 
@@ -52,11 +55,11 @@ def job_events(job: JobResult) -> list[dict[str, Any]]:
 
 
 def record(spec: RunSpec, experiment: str, run_id: str, job: JobResult,
-           host: dict[str, Any]) -> RunRecord:
+           host: dict[str, Any], telemetry: Telemetry | None = None) -> RunRecord:
     evs = job_events(job)
     manifest: dict[str, Any] = {"host": host, "ranks": {}}
     for ev in evs:
-        if ev["event"] in (events.ENVIRONMENT, events.MODEL, events.DONE):
+        if ev["event"] in (events.ENVIRONMENT, events.MODEL, events.DONE, events.DATA):
             manifest["ranks"].setdefault(str(ev.get("rank", 0)), {}).update(
                 {k: v for k, v in ev.items() if k not in ("event", "rank")})
     row = base_row(spec, experiment, run_id, "ok", manifest=manifest)
@@ -143,6 +146,18 @@ def record(spec: RunSpec, experiment: str, run_id: str, job: JobResult,
                if ev["event"] == events.DONE and ev.get("state_digest")}
     if len(digests) > 1:
         row["replicas_identical"] = int(len(set(digests.values())) == 1)
+    data = [ev for ev in evs if ev["event"] == events.DATA]
+    if data:
+        row["corrupt_skipped"] = sum(int(ev.get("corrupt_skipped", 0)) for ev in data)
+    rss = [ev["peak_rss_bytes"] for ev in evs if ev["event"] == events.DONE
+           and ev.get("peak_rss_bytes")]
+    if rss:
+        row["peak_rss_mb"] = max(rss) / 2**20
+    if telemetry is not None:
+        row.update({k: v for k, v in telemetry.summary().items() if v is not None})
+        rec.telemetry = telemetry.rows()
+        manifest["telemetry"] = {"interval_s": telemetry.interval_s, "gpu": telemetry.gpu,
+                                 "samples": len(telemetry.samples)}
     losses = [v for ev in evs if ev["event"] == events.LOSS and ev.get("rank", 0) == 0
               for v in ev["values"]]
     if losses:

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import os
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,20 @@ def _check_value(src: str, where: str, name: str, value: Any) -> Any:
     return value
 
 
+def _checked_data(src: str, root: str, cache: dict[str, str]) -> str:
+    """The dataset folder as an absolute path (workers may start elsewhere), checked once
+    per experiment so a typo fails before the first run, not in every worker."""
+    if root not in cache:
+        from frameworks.datasets import DatasetError, list_files
+
+        try:
+            list_files(root)
+        except DatasetError as exc:
+            raise ExperimentError(f"{src}: {exc}") from None
+        cache[root] = os.path.abspath(root)
+    return cache[root]
+
+
 def from_dict(data: dict[str, Any], src: str = "<experiment>",
               overrides: dict[str, Any] | None = None, strict: bool = False) -> Experiment:
     """Expand `data`; with strict=True an unsupported combination is an error, not a skip."""
@@ -110,12 +125,15 @@ def from_dict(data: dict[str, Any], src: str = "<experiment>",
                                   "or [defaults]")
     runs: list[Planned] = []
     seen: set[str] = set()
+    datasets: dict[str, str] = {}
     for combo in itertools.product(*axes.values()):
         point = dict(zip(axes, combo))
         if any(all(point.get(k, base.get(k)) == v for k, v in rule.items())
                for rule in excludes):
             continue
         spec = RunSpec.from_dict({**base, **point})
+        if spec.data:
+            spec = replace(spec, data=_checked_data(src, spec.data, datasets))
         if spec.config_hash() in seen:
             continue
         seen.add(spec.config_hash())

@@ -60,6 +60,20 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
     ("t_backward_s", "REAL", "s", "breakdown: median backward time"),
     ("t_comm_s", "REAL", "s", "breakdown: median gradient aggregation time (no overlap)"),
     ("t_update_s", "REAL", "s", "breakdown: median optimizer update time"),
+    ("data", "TEXT", "", "input: 'synthetic' or the dataset folder of a real pipeline"),
+    ("loader_workers", "INTEGER", "", "data-loader processes/threads per worker (real data)"),
+    ("corrupt_skipped", "INTEGER", "files", "dataset files skipped as not complete JPEGs "
+     "(all workers' shards)"),
+    ("peak_rss_mb", "REAL", "MiB", "largest peak resident memory of one worker process "
+     "(the kernel's high-water mark, excluding loader child processes)"),
+    ("tree_rss_peak_mb", "REAL", "MiB", "largest sampled resident memory of one worker's "
+     "whole process tree (worker + loader processes) while measuring: an upper bound, "
+     "since pages a forked loader shares with its worker count in both"),
+    ("cpu_cores_per_worker", "REAL", "cores", "mean CPU use of one worker's process tree "
+     "while measuring (sampled from /proc)"),
+    ("gpu_util_pct", "REAL", "%", "mean GPU utilisation while measuring (NVML)"),
+    ("gpu_mem_peak_mb", "REAL", "MiB", "peak GPU memory used (NVML)"),
+    ("gpu_power_w", "REAL", "W", "mean GPU power while measuring (NVML)"),
     ("parameters", "INTEGER", "", "trainable parameters the framework built"),
     ("final_loss", "REAL", "", "training loss after the last trial"),
     ("replicas_identical", "INTEGER", "", "1 if every worker ended with bit-identical "
@@ -69,6 +83,9 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
     ("manifest_json", "TEXT", "", "environment manifest: host, versions, settings"),
 ]
 COLUMN_NAMES = [c[0] for c in RUN_COLUMNS]
+#: SQL condition for runs on synthetic data (rows from before the data column have NULL):
+#: the compute/communication study and the performance model use only these.
+SYNTHETIC = "(data IS NULL OR data = 'synthetic')"
 PHASE_COLUMNS = {"io": "t_io_s", "h2d": "t_h2d_s", "forward": "t_forward_s",
                  "backward": "t_backward_s", "comm": "t_comm_s", "update": "t_update_s"}
 
@@ -88,6 +105,10 @@ CREATE TABLE IF NOT EXISTS comm (
     ranks INTEGER, nodes INTEGER, link TEXT, bytes INTEGER, median_s REAL,
     algbw REAL, busbw REAL, wrong INTEGER, times_json TEXT);
 CREATE INDEX IF NOT EXISTS comm_lib ON comm(library, ranks, link);
+CREATE TABLE IF NOT EXISTS telemetry (
+    run_id TEXT NOT NULL REFERENCES runs(run_id), tag TEXT, t REAL, cpu_cores REAL,
+    rss_bytes INTEGER, gpu_util REAL, gpu_mem_bytes INTEGER, gpu_power_w REAL);
+CREATE INDEX IF NOT EXISTS telemetry_run ON telemetry(run_id);
 """
 
 
@@ -96,6 +117,7 @@ class RunRecord:
     row: dict[str, Any]
     iterations: list[tuple[int, int, int, float]] = field(default_factory=list)
     phases: list[tuple[int, int, int, str, float]] = field(default_factory=list)
+    telemetry: list[tuple] = field(default_factory=list)  # (tag, t, cpu, rss, gpu...)
 
 
 class Store:
@@ -137,7 +159,7 @@ class Store:
                 "SELECT run_id FROM runs WHERE experiment = ? AND config_hash = ? AND "
                 "status != 'ok'", (row["experiment"], row["config_hash"]))]
             for run_id in stale:
-                for table in ("iterations", "phases", "runs"):
+                for table in ("iterations", "phases", "telemetry", "runs"):
                     self.conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
             self.conn.execute(
                 f"INSERT INTO runs ({', '.join(COLUMN_NAMES)}) VALUES "
@@ -146,6 +168,8 @@ class Store:
                                   [(row["run_id"], *it) for it in rec.iterations])
             self.conn.executemany("INSERT INTO phases VALUES (?, ?, ?, ?, ?, ?)",
                                   [(row["run_id"], *ph) for ph in rec.phases])
+            self.conn.executemany("INSERT INTO telemetry VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                                  [(row["run_id"], *t) for t in rec.telemetry])
 
     def completed(self, experiment: str) -> set[str]:
         cur = self.conn.execute(
@@ -161,6 +185,12 @@ class Store:
         return [r[0] for r in self.conn.execute(
             "SELECT seconds FROM iterations WHERE run_id = ? ORDER BY rank, trial, iter",
             (run_id,))]
+
+    def telemetry(self, run_id: str) -> list[dict[str, Any]]:
+        cur = self.conn.execute("SELECT * FROM telemetry WHERE run_id = ? ORDER BY t, tag",
+                                (run_id,))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r)) for r in cur]
 
     def add_comm(self, rows: list[dict[str, Any]]) -> None:
         cols = ("run_id", "started", "experiment", "library", "op", "ranks", "nodes", "link",

@@ -23,6 +23,7 @@ from harness.experiment import Experiment
 from harness.manifest import host_manifest
 from harness.progress import Progress
 from harness.store import RunRecord, Store
+from harness.telemetry import DEFAULT_INTERVAL_S, Sampler
 from runners import local
 
 
@@ -77,9 +78,11 @@ def describe(spec) -> str:
 
 
 def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
-                   stream_output: bool = False, out: TextIO | None = None) -> SweepSummary:
+                   stream_output: bool = False, out: TextIO | None = None,
+                   telemetry_interval_s: float = DEFAULT_INTERVAL_S) -> SweepSummary:
     """Run every planned configuration not yet stored; progress goes to `out` (stdout):
-    live on a terminal, plain lines otherwise."""
+    live on a terminal, plain lines otherwise. Resource telemetry is sampled every
+    `telemetry_interval_s` (0: off)."""
     environments = check_environments(exp)
     done = {r["config_hash"]: r["status"] for r in store.runs(
         "WHERE experiment = ?", (exp.name,))}
@@ -113,22 +116,31 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
         if spec.memory_limit_mb:
             procs = [replace(p, memory_limit_bytes=spec.memory_limit_mb * 2**20) for p in procs]
 
-        def on_line(tag: str, line: str, spec=spec) -> None:
+        sampler = Sampler(telemetry_interval_s) if telemetry_interval_s > 0 else None
+
+        def on_line(tag: str, line: str, spec=spec, sampler=sampler) -> None:
             if stream_output:
                 print(f"  [{tag}] {line}", file=sys.stderr)
-            if '"event":"trial"' in line and '"rank":0' in line and '"paired"' not in line:
-                ev = events.parse(line)
+            if sampler is not None and '"event":"model"' in line:
+                sampler.measuring()  # start-up (imports, model build) is over: warm-up begins
+            if '"event":"trial"' in line and '"rank":0' in line:
+                ev = events.parse(line) if '"paired"' not in line else None
                 if ev:
                     prog.trial(ev["trial"] + 1, spec.trials)
 
+        if sampler is not None:
+            sampler.start()
         try:
-            job = local.launch(procs, spec.timeout_s, on_line=on_line)
+            job = local.launch(procs, spec.timeout_s, on_line=on_line,
+                               on_start=sampler.add if sampler else None)
         except KeyboardInterrupt:
             summary.interrupted = True
             prog.end("interrupted; every finished run is stored, rerun the same command to "
                      "resume", measured=False)
             break
-        rec = collect.record(spec, exp.name, run_id, job, host)
+        finally:
+            telemetry = sampler.stop() if sampler is not None else None
+        rec = collect.record(spec, exp.name, run_id, job, host, telemetry)
         store.add(rec)
         row = rec.row
         if row["status"] == "ok":

@@ -154,6 +154,7 @@ def build(store: Store, experiment: str | None = None) -> dict[str, Any]:
     ps = T.ps_placement(runs)
     ps_rec = T.ps_recorded(ok)
     acc, fail = T.model_accuracy(checks), T.failures(bad)
+    pipe, res = T.pipeline(ok), T.resources(ok)
     bd_chart = stacked_bars(
         "Time per iteration by phase", "ms",
         [(f"{r['framework']} {r['model']} {r['config']} x{r['workers']}",
@@ -162,7 +163,7 @@ def build(store: Store, experiment: str | None = None) -> dict[str, Any]:
         "experiment": experiment, "runs": runs, "ok": ok, "bad": bad,
         "frameworks": sorted({T.display(r["framework"]) for r in runs}),
         "experiments": sorted({r["experiment"] for r in runs}),
-        "findings": T.findings(shoot, scale),
+        "findings": T.findings(shoot, scale) + T.pipeline_findings(pipe),
         "model_error": validate.median_abs_error(checks), "n_checks": len(checks),
         "sections": [
             ("shootout", "Single-device shoot-out", _shootout_charts(shoot) if shoot else [],
@@ -172,6 +173,8 @@ def build(store: Store, experiment: str | None = None) -> dict[str, Any]:
             ("communication", "Communication", [c for c in [_comm_chart(comm, fits)] if c],
              [fits, comm]),
             ("ps", "Parameter servers", [c for c in [_ps_chart(ps)] if c], [ps_rec, ps]),
+            ("pipeline", "Input pipeline", [], [pipe]),
+            ("resources", "Resources", [], [res]),
             ("model", "Performance model: predicted vs measured", [], [acc]),
             ("failures", "Failed and skipped runs", [], [fail]),
         ],

@@ -60,8 +60,13 @@ def display(fw: str) -> str:
     return SUPPORT[fw].display if fw in SUPPORT else fw
 
 
+def synthetic(r: dict) -> bool:
+    return r.get("data") in (None, "synthetic")
+
+
 def config(r: dict) -> str:
-    return f"b{r['batch_size']} {r['image_size']}px {r['device']} {r['precision']}"
+    return (f"b{r['batch_size']} {r['image_size']}px {r['device']} {r['precision']}"
+            + ("" if synthetic(r) else " real data"))
 
 
 def shootout(ok: list[dict]) -> Table:
@@ -76,7 +81,7 @@ def shootout(ok: list[dict]) -> Table:
              "than 6 trials give no distribution-free interval. Settling: first trial over "
              "the rest.")
     for r in ok:
-        if r["mode"] == "throughput" and r["workers"] == 1:
+        if r["mode"] == "throughput" and r["workers"] == 1 and synthetic(r):
             t.rows.append({"framework": display(r["framework"]), "model": r["model"],
                            "config": config(r), "images_per_s": r["images_per_s"],
                            "low": r["images_per_s_low"], "high": r["images_per_s_high"],
@@ -117,9 +122,82 @@ def _baseline(ok: list[dict], r: dict) -> dict | None:
         if (s["workers"] == 1 and s["mode"] == "throughput" and s["framework"] == r["framework"]
                 and s["model"] == r["model"] and s["batch_size"] == r["batch_size"]
                 and s["image_size"] == r["image_size"] and s["device"] == r["device"]
-                and s["threads"] == r["threads"]):
+                and s["threads"] == r["threads"] and synthetic(s) == synthetic(r)):
             return s
     return None
+
+
+def _same_input(a: dict, b: dict) -> bool:
+    return all(a[k] == b[k] for k in ("framework", "model", "batch_size", "image_size",
+                                      "device", "workers"))
+
+
+def pipeline(ok: list[dict]) -> Table:
+    """Real data vs synthetic vs the loader's own ceiling, per configuration."""
+    t = Table("pipeline", "Input pipeline: real data vs synthetic, and the loader's ceiling", [
+        Column("framework", "framework", digits=0), Column("model", "model", digits=0),
+        Column("config", "config", digits=0), Column("loader_workers", "loader workers"),
+        Column("synthetic", "synthetic", "images/s"), Column("real", "real data", "images/s"),
+        Column("cost_pct", "real-data cost", "%", 2),
+        Column("loader", "loader alone", "images/s"), Column("t_io_ms", "t_io", "ms"),
+        Column("t_h2d_ms", "t_h2d", "ms"), Column("bound", "verdict", digits=0)],
+        note="Loader alone: the pipeline with no training (mode loader), the most images/s "
+             "it can feed. Input-bound when that ceiling is below the synthetic-data training "
+             "rate (faster compute would not help), compute-bound otherwise. t_io (waiting for "
+             "the next batch) and t_h2d come from real-data breakdown runs. On a CPU host the "
+             "loader's processes share the cores with training, so the real-data rate can fall "
+             "below both.")
+    keys: dict[tuple, dict[str, dict]] = defaultdict(dict)
+    for r in ok:
+        if synthetic(r):
+            continue
+        key = (r["framework"], r["model"], r["batch_size"], r["image_size"], r["device"],
+               r["workers"], r["data"], r.get("loader_workers"))
+        keys[key][r["mode"]] = r  # the latest run of each mode wins
+    for key, by_mode in keys.items():
+        any_row = next(iter(by_mode.values()))
+        synth = next((s for s in reversed(ok) if synthetic(s) and s["mode"] == "throughput"
+                      and _same_input(s, any_row)), None)
+        real, load, bd = by_mode.get("throughput"), by_mode.get("loader"), \
+            by_mode.get("breakdown")
+        s_ips = synth["images_per_s"] if synth else None
+        l_ips = load["images_per_s"] if load else None
+        bound = None
+        if s_ips and l_ips:
+            bound = "input-bound" if l_ips < s_ips else "compute-bound"
+        t.rows.append({
+            "framework": display(key[0]), "model": key[1], "config": config(any_row),
+            "loader_workers": key[7], "synthetic": s_ips,
+            "real": real["images_per_s"] if real else None,
+            "cost_pct": (1 - real["images_per_s"] / s_ips) * 100 if real and s_ips else None,
+            "loader": l_ips, "t_io_ms": (bd["t_io_s"] or 0) * 1e3 if bd else None,
+            "t_h2d_ms": (bd["t_h2d_s"] or 0) * 1e3 if bd else None, "bound": bound})
+    return t
+
+
+def resources(ok: list[dict]) -> Table:
+    t = Table("resources", "Resources: memory and CPU per worker (GPU when present)", [
+        Column("framework", "framework", digits=0), Column("model", "model", digits=0),
+        Column("config", "config", digits=0), Column("mode", "mode", digits=0),
+        Column("strategy", "strategy", digits=0), Column("workers", "workers"),
+        Column("peak_rss_mb", "peak RSS", "MiB"), Column("tree_rss_mb", "with loaders", "MiB"),
+        Column("cores", "CPU per worker", "cores"), Column("gpu_util", "GPU util", "%"),
+        Column("gpu_mem_mb", "GPU memory", "MiB"), Column("gpu_power", "GPU power", "W")],
+        note="Peak RSS: the kernel's high-water mark of one worker process (the largest over "
+             "workers). With loaders: the worker's whole process tree sampled while measuring, "
+             "an upper bound (pages shared with forked loader processes count in each). CPU: "
+             "mean cores busy per worker tree. GPU columns come from NVML on GPU hosts.")
+    for r in ok:
+        if r.get("peak_rss_mb") is None and r.get("cpu_cores_per_worker") is None:
+            continue
+        t.rows.append({"framework": display(r["framework"]), "model": r["model"],
+                       "config": config(r), "mode": r["mode"], "strategy": r["strategy"],
+                       "workers": r["workers"], "peak_rss_mb": r.get("peak_rss_mb"),
+                       "tree_rss_mb": r.get("tree_rss_peak_mb"),
+                       "cores": r.get("cpu_cores_per_worker"),
+                       "gpu_util": r.get("gpu_util_pct"), "gpu_mem_mb": r.get("gpu_mem_peak_mb"),
+                       "gpu_power": r.get("gpu_power_w")})
+    return t
 
 
 def scaling(ok: list[dict], checks: list[validate.Check]) -> Table:
@@ -276,6 +354,25 @@ def failures(bad: list[dict]) -> Table:
                        f"x{r['workers']}" + (f" [{r['label']}]" if r["label"] else ""),
                        "reason": r["reason"], "_tail": r["output_tail"]})
     return t
+
+
+def pipeline_findings(pipe: Table) -> list[str]:
+    out = []
+    for row in pipe.rows:
+        if row["bound"] is None:
+            continue
+        what = (f"{row['framework']} {row['model']} ({row['config']}, {row['loader_workers']} "
+                f"loader workers): ")
+        if row["bound"] == "input-bound":
+            out.append(what + f"input-bound: the loader alone delivers {row['loader']:.1f} "
+                       f"images/s, below the {row['synthetic']:.1f} images/s training sustains "
+                       "on synthetic data.")
+        else:
+            cost = (f"; real data still costs {row['cost_pct']:.0f}% (shared cores)"
+                    if row["cost_pct"] is not None and row["cost_pct"] > 5 else "")
+            out.append(what + f"compute-bound: the loader alone delivers {row['loader']:.1f} "
+                       f"images/s, above the {row['synthetic']:.1f} images/s of training{cost}.")
+    return out
 
 
 def findings(shoot: Table, scale: Table) -> list[str]:

@@ -81,16 +81,25 @@ class MXNetTrainer:
         self.step_scale = spec.batch_size * (world_size if kv else 1)
         self.placement = self._placement(kv) if kv else []
         self.loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-        rng = np.random.default_rng(spec.seed + 1 + rank)
-        self.images = mx.nd.array(rng.standard_normal(
-            (spec.batch_size, 3, spec.image_size, spec.image_size), dtype=np.float32),
-            ctx=self.ctx)
-        self.labels = mx.nd.array(rng.integers(0, spec.num_classes, spec.batch_size),
-                                  ctx=self.ctx)
+        self.feed = None
+        if spec.data:  # a real input pipeline: each step loads, decodes and copies a batch
+            from frameworks.mxnet.data import Feed
+
+            self.feed = Feed(spec, rank, world_size, self.ctx)
+        else:
+            rng = np.random.default_rng(spec.seed + 1 + rank)
+            self.images = mx.nd.array(rng.standard_normal(
+                (spec.batch_size, 3, spec.image_size, spec.image_size), dtype=np.float32),
+                ctx=self.ctx)
+            self.labels = mx.nd.array(rng.integers(0, spec.num_classes, spec.batch_size),
+                                      ctx=self.ctx)
         self._loss = None
 
     # -- the fused step (throughput mode) ---------------------------------------------
     def step(self) -> None:
+        if self.feed is not None:
+            self.feed.next_batch()
+            self.images, self.labels = self.feed.to_device()
         with self.autograd.record():
             loss = self.loss_fn(self.net(self.images), self.labels)
         loss.backward()
@@ -99,10 +108,14 @@ class MXNetTrainer:
 
     # -- phases (breakdown mode) -----------------------------------------------------
     def next_batch(self) -> None:
-        """Synthetic data: the batch already exists (t_io = 0)."""
+        """Wait for the loader's next batch (t_io); synthetic data already exists (0)."""
+        if self.feed is not None:
+            self.feed.next_batch()
 
     def to_device(self) -> None:
-        """Synthetic data stays resident on the device (t_h2d = 0)."""
+        """Copy the loaded batch to the context (t_h2d); synthetic data stays resident (0)."""
+        if self.feed is not None:
+            self.images, self.labels = self.feed.to_device()
 
     def forward(self) -> None:
         with self.autograd.record():
@@ -171,10 +184,12 @@ class MXNetTrainer:
                     "MXNET_ENGINE_TYPE", "ThreadedEnginePerDevice"),
                 "kvstore": self.kvstore_type or "none",
                 "update_on_kvstore": bool(self.kvstore_type),
-                "ps_servers": int(os.environ.get("DMLC_NUM_SERVER", "0") or 0)}
+                "ps_servers": int(os.environ.get("DMLC_NUM_SERVER", "0") or 0),
+                **(self.feed.settings() if self.feed is not None else {"data": "synthetic"})}
 
     def close(self) -> None:
-        pass
+        if self.feed is not None:
+            self.feed.close()
 
 
 def build_trainer(spec: RunSpec, rank: int = 0, world_size: int = 1) -> MXNetTrainer:

@@ -102,10 +102,18 @@ class TensorFlowTrainer:
         shape = (spec.batch_size, spec.image_size, spec.image_size, 3) if channels_last \
             else (spec.batch_size, 3, spec.image_size, spec.image_size)
         device = "/GPU:0" if spec.device == "cuda" else "/CPU:0"
-        with tf.device(device):
-            self.images = tf.constant(rng.standard_normal(shape, dtype=np.float32))
-            self.labels = tf.constant(rng.integers(0, spec.num_classes, spec.batch_size,
-                                                   dtype=np.int64))
+        self.feed = None
+        if spec.data:  # a real input pipeline: each step loads, decodes and copies a batch
+            from frameworks.tensorflow.data import Feed
+
+            self.feed = Feed(spec, rank, world_size, device, channels_last)
+            self.feed.next_batch()
+            self.images, self.labels = self.feed.to_device()  # traces the step's shapes
+        else:
+            with tf.device(device):
+                self.images = tf.constant(rng.standard_normal(shape, dtype=np.float32))
+                self.labels = tf.constant(rng.integers(0, spec.num_classes, spec.batch_size,
+                                                       dtype=np.int64))
         self.xla = spec.xla if xla is None else xla
         self._compile()
         self._loss = None
@@ -141,14 +149,21 @@ class TensorFlowTrainer:
 
     # -- the fused step (throughput mode) ---------------------------------------------
     def step(self) -> None:
+        if self.feed is not None:
+            self.feed.next_batch()
+            self.images, self.labels = self.feed.to_device()
         self._loss = self._step(self.images, self.labels)
 
     # -- phases (breakdown mode) -----------------------------------------------------
     def next_batch(self) -> None:
-        """Synthetic data: the batch already exists (t_io = 0)."""
+        """Wait for the pipeline's next batch (t_io); synthetic data already exists (0)."""
+        if self.feed is not None:
+            self.feed.next_batch()
 
     def to_device(self) -> None:
-        """Synthetic data stays resident on the device (t_h2d = 0)."""
+        """Place the loaded batch on the device (t_h2d); synthetic data stays resident (0)."""
+        if self.feed is not None:
+            self.images, self.labels = self.feed.to_device()
 
     def forward(self) -> None:
         self._loss = self._forward(self.images, self.labels)
@@ -184,10 +199,12 @@ class TensorFlowTrainer:
                 "layout": self.layout, "device": self.spec.device,
                 "precision": self.spec.precision, "xla": self.xla,
                 "optimizer": "SGD(momentum)", "strategy": self.spec.strategy,
-                "training_step": "tf.function + GradientTape"}
+                "training_step": "tf.function + GradientTape",
+                **(self.feed.settings() if self.feed is not None else {"data": "synthetic"})}
 
     def close(self) -> None:
-        pass
+        if self.feed is not None:
+            self.feed.close()
 
 
 def build_trainer(spec: RunSpec, rank: int = 0, world_size: int = 1) -> TensorFlowTrainer:

@@ -81,14 +81,21 @@ class TorchTrainer:
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=spec.lr,
                                          momentum=spec.momentum)
         self.criterion = nn.CrossEntropyLoss()
-        gen = torch.Generator().manual_seed(spec.seed + 1 + rank)  # each worker: its own data
-        self.host_images = torch.randn(spec.batch_size, 3, spec.image_size, spec.image_size,
-                                       generator=gen)
-        self.host_labels = torch.randint(0, spec.num_classes, (spec.batch_size,), generator=gen)
-        if self.device.type == "cuda":
-            self.host_images = self.host_images.pin_memory()
-            self.host_labels = self.host_labels.pin_memory()
-        self._upload()
+        self.feed = None
+        if spec.data:  # a real input pipeline: each step loads, decodes and copies a batch
+            from frameworks.torch.data import Feed
+
+            self.feed = Feed(spec, rank, world_size, self.device, self.memory_format)
+        else:
+            gen = torch.Generator().manual_seed(spec.seed + 1 + rank)  # each worker: own data
+            self.host_images = torch.randn(spec.batch_size, 3, spec.image_size,
+                                           spec.image_size, generator=gen)
+            self.host_labels = torch.randint(0, spec.num_classes, (spec.batch_size,),
+                                             generator=gen)
+            if self.device.type == "cuda":
+                self.host_images = self.host_images.pin_memory()
+                self.host_labels = self.host_labels.pin_memory()
+            self._upload()
         amp = spec.precision == "amp"
         dtype = torch.float16 if self.device.type == "cuda" else torch.bfloat16
         self._autocast = (lambda: torch.autocast(self.device.type, dtype=dtype)) if amp \
@@ -118,6 +125,9 @@ class TorchTrainer:
 
     # -- the fused step (throughput mode) ---------------------------------------------
     def step(self) -> None:
+        if self.feed is not None:
+            self.feed.next_batch()
+            self.images, self.labels = self.feed.to_device()
         self.optimizer.zero_grad(set_to_none=True)
         with self._autocast():
             loss = self.criterion(self.model(self.images), self.labels)
@@ -128,10 +138,15 @@ class TorchTrainer:
 
     # -- phases (breakdown mode) -----------------------------------------------------
     def next_batch(self) -> None:
-        """Synthetic data: the batch already exists (t_io = 0)."""
+        """Wait for the loader's next batch (t_io); synthetic data already exists (0)."""
+        if self.feed is not None:
+            self.feed.next_batch()
 
     def to_device(self) -> None:
-        """Synthetic data stays resident on the device, as in both papers (t_h2d = 0)."""
+        """Copy the loaded batch to the device (t_h2d); synthetic data stays resident on
+        the device, as in both papers (0)."""
+        if self.feed is not None:
+            self.images, self.labels = self.feed.to_device()
 
     def _upload(self) -> None:
         self.images = self.host_images.to(self.device, non_blocking=True).contiguous(
@@ -189,6 +204,8 @@ class TorchTrainer:
         return h.hexdigest()[:16]
 
     def close(self) -> None:
+        if self.feed is not None:
+            self.feed.close()
         if self.distributed:
             import torch.distributed as dist
 
@@ -202,7 +219,8 @@ class TorchTrainer:
                 "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
                 "optimizer": "SGD(momentum)", "strategy": self.spec.strategy,
                 "backend": self.backend or "none",
-                "ddp_bucket_mb": DDP_BUCKET_MB if self.distributed else 0}
+                "ddp_bucket_mb": DDP_BUCKET_MB if self.distributed else 0,
+                **(self.feed.settings() if self.feed is not None else {"data": "synthetic"})}
 
 
 def build_trainer(spec: RunSpec, rank: int = 0, world_size: int = 1) -> TorchTrainer:

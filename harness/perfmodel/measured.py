@@ -8,7 +8,7 @@ both exist the breakdown split is scaled to the throughput iteration time.
 from __future__ import annotations
 
 from harness.perfmodel.predict import Compute
-from harness.store import Store
+from harness.store import SYNTHETIC, Store
 
 
 class NoMeasurement(LookupError):
@@ -18,7 +18,8 @@ class NoMeasurement(LookupError):
 def _latest(store: Store, mode: str, workers: int = 1, **where) -> dict | None:
     where = {k: v for k, v in where.items() if v is not None}
     clause = " AND ".join(f"{k} = ?" for k in where)
-    rows = store.runs(f"WHERE status = 'ok' AND workers = ? AND mode = ? AND {clause}",
+    rows = store.runs(f"WHERE status = 'ok' AND {SYNTHETIC} AND workers = ? AND mode = ? "
+                      f"AND {clause}",
                       (workers, mode, *where.values()))
     return rows[-1] if rows else None
 

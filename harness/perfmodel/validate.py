@@ -18,7 +18,7 @@ from harness.perfmodel import network
 from harness.perfmodel.measured import NoMeasurement, colocated_compute, compute_from_store
 from harness.perfmodel.predict import Compute, Scenario, predict
 from harness.stats import median
-from harness.store import Store
+from harness.store import SYNTHETIC, Store
 
 #: RunSpec strategy -> performance-model strategy.
 STRATEGY_MAP = {"allreduce": "allreduce", "horovod": "horovod", "ps-sync": "ps"}
@@ -51,6 +51,7 @@ def _label(r: dict) -> str:
 ITERATION_MODEL = "iteration model: sum of the phases timed in breakdown mode"
 
 _SINGLE = ("WHERE status = 'ok' AND mode = ? AND workers = 1 AND framework = ? AND model = ? "
+           f"AND {SYNTHETIC} "
            "AND batch_size = ? AND image_size = ? AND device = ?")
 
 
@@ -81,7 +82,7 @@ def _link(store: Store, r: dict, fallback: str) -> network.Link:
 
 def checks(store: Store, experiment: str | None = None, intra: str = "shm",
            inter: str = "10gbe") -> list[Check]:
-    where = "WHERE status = 'ok' AND mode = 'throughput'"
+    where = f"WHERE status = 'ok' AND mode = 'throughput' AND {SYNTHETIC}"
     params: tuple = ()
     if experiment:
         where += " AND experiment = ?"
@@ -131,7 +132,8 @@ def checks(store: Store, experiment: str | None = None, intra: str = "shm",
 
 
 def _colocated_breakdown(store: Store, r: dict) -> dict | None:
-    rows = store.runs("WHERE status = 'ok' AND mode = 'breakdown' AND workers = ? AND "
+    rows = store.runs(f"WHERE status = 'ok' AND mode = 'breakdown' AND {SYNTHETIC} AND "
+                      "workers = ? AND "
                       "framework = ? AND model = ? AND batch_size = ? AND image_size = ? AND "
                       "device = ? AND strategy = ? AND nodes = ?",
                       (r["workers"], r["framework"], r["model"], r["batch_size"],

@@ -1,0 +1,180 @@
+"""Resource telemetry sampled from outside the workers while a job runs.
+
+A thread in the harness reads /proc every `interval` seconds: per launched process (a
+worker, a parameter server...) the CPU time and resident memory of its whole process
+tree, so data-loader children count toward the worker that owns them. On hosts with an
+NVIDIA driver it also reads each GPU's utilisation, memory and power through NVML
+(nvidia-ml-py). Nothing runs inside the workers, so the measured job is not disturbed
+beyond one /proc scan per interval (~1 ms here; `make bench` measures the overhead on
+training throughput). Exact per-process peak memory comes from the workers themselves
+(getrusage high-water marks, in the DONE event); the samples give the time series.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+from runners.process import tree
+
+TICK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+DEFAULT_INTERVAL_S = 0.5
+
+
+@dataclass
+class Sample:
+    tag: str  # process tag ("worker0", "server1") or GPU ("gpu0")
+    t: float  # seconds since the sampler started
+    cpu_cores: float | None = None  # CPU time / wall time over the last interval
+    rss_bytes: int | None = None  # resident memory of the process tree
+    gpu_util: float | None = None  # percent
+    gpu_mem_bytes: int | None = None
+    gpu_power_w: float | None = None
+
+
+@dataclass
+class Telemetry:
+    samples: list[Sample] = field(default_factory=list)
+    measuring_from: float | None = None  # first timed trial began (start-up excluded)
+    interval_s: float = DEFAULT_INTERVAL_S
+    gpu: bool = False
+
+    def _window(self, prefix: str) -> dict[str, list[Sample]]:
+        out: dict[str, list[Sample]] = {}
+        start = self.measuring_from or 0.0
+        for s in self.samples:
+            if s.tag.startswith(prefix) and s.t >= start:
+                out.setdefault(s.tag, []).append(s)
+        return out
+
+    def summary(self) -> dict[str, float | None]:
+        """Per-run columns: mean CPU cores per worker and peak tree RSS while measuring;
+        GPU means/peaks when NVML was available."""
+        workers = self._window("worker")
+        means = [sum(s.cpu_cores for s in v if s.cpu_cores is not None) /
+                 max(1, sum(s.cpu_cores is not None for s in v)) for v in workers.values()]
+        rss = [s.rss_bytes for v in self._window("worker").values() for s in v
+               if s.rss_bytes is not None]
+        out: dict[str, float | None] = {
+            "cpu_cores_per_worker": sum(means) / len(means) if means else None,
+            "tree_rss_peak_mb": max(rss) / 2**20 if rss else None}
+        gpus = [s for v in self._window("gpu").values() for s in v]
+        if gpus:
+            out["gpu_util_pct"] = sum(s.gpu_util or 0 for s in gpus) / len(gpus)
+            out["gpu_mem_peak_mb"] = max(s.gpu_mem_bytes or 0 for s in gpus) / 2**20
+            out["gpu_power_w"] = sum(s.gpu_power_w or 0 for s in gpus) / len(gpus)
+        return out
+
+    def rows(self) -> list[tuple]:
+        return [(s.tag, round(s.t, 3), s.cpu_cores, s.rss_bytes, s.gpu_util, s.gpu_mem_bytes,
+                 s.gpu_power_w) for s in self.samples]
+
+
+def _read_all() -> dict[int, tuple[int, int, int, str, int, int]]:
+    """pid -> (ppid, process group, state, cpu ticks, rss pages) from one /proc pass."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read().decode(errors="replace")
+        except OSError:
+            continue
+        f = stat[stat.rfind(")") + 2:].split()
+        out[int(entry)] = (int(f[1]), int(f[2]), f[0], int(f[11]) + int(f[12]), int(f[21]))
+    return out
+
+
+class _Nvml:
+    """NVML through nvidia-ml-py, or nothing: hosts without a driver just skip GPU data."""
+
+    def __init__(self) -> None:
+        self.handles: list = []
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self.nv = pynvml
+            self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i)
+                            for i in range(pynvml.nvmlDeviceGetCount())]
+        except Exception:  # noqa: BLE001 - no library, no driver, no device: no GPU data
+            self.handles = []
+
+    def sample(self, t: float) -> list[Sample]:
+        out = []
+        for i, h in enumerate(self.handles):
+            try:
+                util = self.nv.nvmlDeviceGetUtilizationRates(h).gpu
+                mem = self.nv.nvmlDeviceGetMemoryInfo(h).used
+                power = self.nv.nvmlDeviceGetPowerUsage(h) / 1000
+            except Exception:  # noqa: BLE001 - a device that stops answering drops out
+                continue
+            out.append(Sample(f"gpu{i}", t, gpu_util=float(util), gpu_mem_bytes=int(mem),
+                              gpu_power_w=float(power)))
+        return out
+
+
+class Sampler:
+    """Start it, register each launched process with `add` (runners' on_start), call
+    `measuring()` when timed trials begin, `stop()` returns the Telemetry."""
+
+    def __init__(self, interval_s: float = DEFAULT_INTERVAL_S, gpu: bool = True) -> None:
+        self.interval = interval_s
+        self.roots: dict[str, int] = {}
+        self.data = Telemetry(interval_s=interval_s)
+        self._nvml = _Nvml() if gpu else None
+        self.data.gpu = bool(self._nvml and self._nvml.handles)
+        self._stop = threading.Event()
+        self._prev: dict[int, tuple[float, int]] = {}
+        self._t0 = time.monotonic()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="telemetry")
+
+    def add(self, tag: str, pid: int) -> None:
+        self.roots[tag] = pid
+
+    def measuring(self) -> None:
+        if self.data.measuring_from is None:
+            self.data.measuring_from = time.monotonic() - self._t0
+
+    def start(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> Telemetry:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        return self.data
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.tick()
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        t = now - self._t0
+        procs = _read_all()
+        rows = [(pid, v[0], v[1], v[2]) for pid, v in procs.items()]
+        for tag, root in list(self.roots.items()):
+            if root not in procs or procs[root][2] == "Z":
+                continue
+            members = [root, *tree(root, rows)]
+            cores = 0.0
+            have_rate = False
+            rss = 0
+            for pid in members:
+                info = procs.get(pid)
+                if info is None:
+                    continue
+                rss += info[4] * PAGE
+                prev = self._prev.get(pid)
+                if prev is not None and now > prev[0]:
+                    cores += (info[3] - prev[1]) / TICK / (now - prev[0])
+                    have_rate = True
+                self._prev[pid] = (now, info[3])
+            self.data.samples.append(Sample(tag, t, cores if have_rate else None, rss))
+        if self._nvml is not None and self._nvml.handles:
+            self.data.samples.extend(self._nvml.sample(t))
