@@ -28,6 +28,10 @@ MODELS = ("alexnet", "googlenet", "resnet50")
 #: parameter servers), "ps-async" (asynchronous: never presented as synchronous SGD).
 STRATEGIES = ("single", "allreduce", "horovod", "ps-sync", "ps-async")
 PS_STRATEGIES = ("ps-sync", "ps-async")
+#: How the processes start: "auto" picks horovodrun for Horovod and local otherwise;
+#: "mpirun" runs every rank under Open MPI (one program for all ranks, so not for the
+#: parameter-server roles).
+LAUNCHERS = ("auto", "local", "mpirun", "horovodrun")
 
 
 @dataclass(frozen=True)
@@ -46,18 +50,21 @@ class FrameworkSupport:
 
 SUPPORT: dict[str, FrameworkSupport] = {
     "torch": FrameworkSupport(
-        display="PyTorch", strategies=("single", "allreduce"), import_name="torch",
+        display="PyTorch", strategies=("single", "allreduce", "horovod"), import_name="torch",
         unsupported={"ps-sync": "PyTorch has no native parameter server",
                      "ps-async": "PyTorch has no native parameter server"}),
     "tensorflow": FrameworkSupport(
-        display="TensorFlow", strategies=("single",), import_name="tensorflow", xla=True),
+        display="TensorFlow", strategies=("single", "allreduce", "horovod"),
+        import_name="tensorflow",
+        xla=True),
     "mxnet": FrameworkSupport(
-        display="MXNet", strategies=("single", "ps-sync", "ps-async"), import_name="mxnet"),
+        display="MXNet", strategies=("single", "horovod", "ps-sync", "ps-async"),
+        import_name="mxnet"),
 }
 
 
 #: Fields added after the first release, with their defaults (see RunSpec.config_hash).
-LATER_FIELDS: dict[str, Any] = {"data": "", "loader_workers": 2}
+LATER_FIELDS: dict[str, Any] = {"data": "", "loader_workers": 2, "launcher": "auto"}
 
 
 class SpecError(ValueError):
@@ -100,10 +107,17 @@ class RunSpec:
     label: str = ""
     data: str = ""  # ImageNet-style folder (class dirs of JPEGs); "" = synthetic data
     loader_workers: int = 2  # data-loader worker processes / threads per training worker
+    launcher: str = "auto"  # see LAUNCHERS
 
     @property
     def workers(self) -> int:
         return self.nodes * self.devices_per_node
+
+    @property
+    def resolved_launcher(self) -> str:
+        if self.launcher != "auto":
+            return self.launcher
+        return "horovodrun" if self.strategy == "horovod" else "local"
 
     @property
     def global_batch(self) -> int:
@@ -196,6 +210,17 @@ def validate(spec: RunSpec) -> None:
     if spec.strategy == "single" and spec.workers != 1:
         raise SpecError(f"strategy 'single' runs one worker, but nodes x devices_per_node = "
                         f"{spec.workers}; choose a distributed strategy or set both to 1")
+    _choice("launcher", spec.launcher, LAUNCHERS)
+    launcher = spec.resolved_launcher
+    if spec.strategy == "horovod" and launcher == "local":
+        raise SpecError("launcher = 'local' cannot start Horovod (it needs horovodrun's or "
+                        "MPI's rendezvous); use launcher = 'horovodrun' or 'mpirun'")
+    if launcher == "horovodrun" and spec.strategy != "horovod":
+        raise SpecError(f"launcher = 'horovodrun' starts Horovod jobs only, not strategy "
+                        f"{spec.strategy!r}; use local or mpirun")
+    if launcher == "mpirun" and spec.strategy in PS_STRATEGIES:
+        raise SpecError("launcher = 'mpirun' runs one program on every rank, but a parameter "
+                        "server job has scheduler, server and worker roles; use local")
     if spec.strategy in PS_STRATEGIES and spec.ps < 1:
         raise SpecError(f"strategy {spec.strategy!r} needs ps >= 1 parameter servers")
     if spec.strategy not in PS_STRATEGIES and spec.ps:

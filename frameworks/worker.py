@@ -34,14 +34,15 @@ def _first(*names: str, default: str) -> int:
 
 
 def rank_info() -> tuple[int, int, int]:
-    """(rank, local rank, world size), from our launcher's variables or, under mpirun /
-    srun, from Open MPI's, PMI's or Slurm's (one place, as Horovod does)."""
-    rank = _first("DNNBENCH_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID",
-                  default="0")
-    local = _first("DNNBENCH_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                   "SLURM_LOCALID", default="0")
-    world = _first("DNNBENCH_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS",
-                   default="1")
+    """(rank, local rank, world size), from our launcher's variables or, under horovodrun /
+    mpirun / srun, from Horovod's, Open MPI's, PMI's or Slurm's (one place, as Horovod
+    does)."""
+    rank = _first("DNNBENCH_RANK", "HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                  "SLURM_PROCID", default="0")
+    local = _first("DNNBENCH_LOCAL_RANK", "HOROVOD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                   "MPI_LOCALRANKID", "SLURM_LOCALID", default="0")
+    world = _first("DNNBENCH_WORLD_SIZE", "HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+                   "SLURM_NTASKS", default="1")
     for key, value in (("DNNBENCH_RANK", rank), ("DNNBENCH_LOCAL_RANK", local),
                        ("RANK", rank), ("LOCAL_RANK", local), ("WORLD_SIZE", world)):
         os.environ.setdefault(key, str(value))

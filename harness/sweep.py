@@ -24,7 +24,7 @@ from harness.manifest import host_manifest
 from harness.progress import Progress
 from harness.store import RunRecord, Store
 from harness.telemetry import DEFAULT_INTERVAL_S, Sampler
-from runners import local
+import runners
 
 
 @dataclass
@@ -116,7 +116,8 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
         if spec.memory_limit_mb:
             procs = [replace(p, memory_limit_bytes=spec.memory_limit_mb * 2**20) for p in procs]
 
-        sampler = Sampler(telemetry_interval_s) if telemetry_interval_s > 0 else None
+        sampler = (Sampler(telemetry_interval_s, launcher_ranks=spec.workers)
+                   if telemetry_interval_s > 0 else None)
 
         def on_line(tag: str, line: str, spec=spec, sampler=sampler) -> None:
             if stream_output:
@@ -131,8 +132,8 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
         if sampler is not None:
             sampler.start()
         try:
-            job = local.launch(procs, spec.timeout_s, on_line=on_line,
-                               on_start=sampler.add if sampler else None)
+            job = runners.launch(spec.resolved_launcher, procs, spec.timeout_s,
+                                 on_line=on_line, on_start=sampler.add if sampler else None)
         except KeyboardInterrupt:
             summary.interrupted = True
             prog.end("interrupted; every finished run is stored, rerun the same command to "

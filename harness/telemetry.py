@@ -41,6 +41,7 @@ class Telemetry:
     measuring_from: float | None = None  # first timed trial began (start-up excluded)
     interval_s: float = DEFAULT_INTERVAL_S
     gpu: bool = False
+    launcher_ranks: int = 1  # ranks inside one launcher's tree (mpirun, horovodrun)
 
     def _window(self, prefix: str) -> dict[str, list[Sample]]:
         out: dict[str, list[Sample]] = {}
@@ -53,10 +54,13 @@ class Telemetry:
     def summary(self) -> dict[str, float | None]:
         """Per-run columns: mean CPU cores per worker and peak tree RSS while measuring;
         GPU means/peaks when NVML was available."""
-        workers = self._window("worker")
-        means = [sum(s.cpu_cores for s in v if s.cpu_cores is not None) /
+        workers, per = self._window("worker"), 1
+        if not workers:  # ranks started by a launcher: its tree holds all of them
+            workers = {**self._window("mpirun"), **self._window("horovodrun")}
+            per = max(1, self.launcher_ranks)
+        means = [sum(s.cpu_cores for s in v if s.cpu_cores is not None) / per /
                  max(1, sum(s.cpu_cores is not None for s in v)) for v in workers.values()]
-        rss = [s.rss_bytes for v in self._window("worker").values() for s in v
+        rss = [s.rss_bytes / per for v in workers.values() for s in v
                if s.rss_bytes is not None]
         out: dict[str, float | None] = {
             "cpu_cores_per_worker": sum(means) / len(means) if means else None,
@@ -122,10 +126,11 @@ class Sampler:
     """Start it, register each launched process with `add` (runners' on_start), call
     `measuring()` when timed trials begin, `stop()` returns the Telemetry."""
 
-    def __init__(self, interval_s: float = DEFAULT_INTERVAL_S, gpu: bool = True) -> None:
+    def __init__(self, interval_s: float = DEFAULT_INTERVAL_S, gpu: bool = True,
+                 launcher_ranks: int = 1) -> None:
         self.interval = interval_s
         self.roots: dict[str, int] = {}
-        self.data = Telemetry(interval_s=interval_s)
+        self.data = Telemetry(interval_s=interval_s, launcher_ranks=launcher_ranks)
         self._nvml = _Nvml() if gpu else None
         self.data.gpu = bool(self._nvml and self._nvml.handles)
         self._stop = threading.Event()

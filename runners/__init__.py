@@ -1,2 +1,21 @@
-"""How processes are started: locally now; mpirun, Slurm, containers and emulated hosts
-share the same ProcessSpec in / JobResult out shape. Never imports frameworks/."""
+"""How processes are started: every launcher takes the same ProcessSpecs and returns the
+same JobResult, and tears the whole process tree down on timeout, failure or Ctrl-C.
+Never imports frameworks/."""
+
+from __future__ import annotations
+
+from runners.process import LineCallback, StartCallback
+from runners.spec import JobResult, ProcessSpec
+
+
+def launch(name: str, specs: list[ProcessSpec], timeout: float,
+           on_line: LineCallback | None = None,
+           on_start: StartCallback | None = None) -> JobResult:
+    """Start `specs` with the launcher called `name` (local, mpirun, horovodrun)."""
+    from runners import horovodrun, local, mpirun
+
+    launchers = {"local": local.launch, "mpirun": mpirun.launch,
+                 "horovodrun": horovodrun.launch}
+    if name not in launchers:
+        raise ValueError(f"launcher {name!r} is not one of {', '.join(launchers)}")
+    return launchers[name](specs, timeout, on_line=on_line, on_start=on_start)

@@ -28,6 +28,10 @@ def environment(spec: RunSpec) -> dict[str, Any]:
                            "onednn": features.is_enabled("MKLDNN"),
                            "cuda_build": features.is_enabled("CUDA"),
                            "omp_num_threads": os.environ.get("OMP_NUM_THREADS", "")}
+    if spec.strategy == "horovod":
+        import horovod
+
+        env["horovod"] = horovod.__version__
     if spec.device == "cuda":
         env.update(gpus=mx.context.num_gpus(), cudnn_build=features.is_enabled("CUDNN"),
                    nccl_build=features.is_enabled("NCCL"))
@@ -71,11 +75,24 @@ class MXNetTrainer:
         self.world_size = world_size
         self.kvstore_type = os.environ.get("DNNBENCH_KVSTORE", "")
         kv = mx.kv.create(self.kvstore_type) if self.kvstore_type else None
-        # With a dist kvstore the optimizer runs on the servers (update_on_kvstore): workers
-        # push gradients and pull weights, the parameter-server design both papers study.
-        self.trainer = gluon.Trainer(self.net.collect_params(), "sgd",
-                                     {"learning_rate": spec.lr, "momentum": spec.momentum},
-                                     kvstore=kv, update_on_kvstore=True if kv else None)
+        self.hvd = None
+        sgd = {"learning_rate": spec.lr, "momentum": spec.momentum}
+        if spec.strategy == "horovod":
+            # DistributedTrainer allreduces gradients (divided by the worker count) before
+            # the local update; replicas start from rank 0's parameters.
+            import horovod.mxnet as hvd
+
+            hvd.init()
+            self.hvd = hvd
+            params = self.net.collect_params()
+            hvd.broadcast_parameters(params, root_rank=0)
+            self.trainer = hvd.DistributedTrainer(params, "sgd", sgd)
+        else:
+            # With a dist kvstore the optimizer runs on the servers (update_on_kvstore):
+            # workers push gradients and pull weights, the parameter-server design both
+            # papers study.
+            self.trainer = gluon.Trainer(self.net.collect_params(), "sgd", sgd,
+                                         kvstore=kv, update_on_kvstore=True if kv else None)
         # Servers sum the workers' gradients; scaling by the global batch averages them,
         # as DDP and allreduce do.
         self.step_scale = spec.batch_size * (world_size if kv else 1)
@@ -125,12 +142,17 @@ class MXNetTrainer:
         self._loss.backward()
 
     def communicate(self) -> None:
-        """PS: push gradients, the servers update, pull weights (so t_update is ~0)."""
+        """PS: push gradients, the servers update, pull weights (so t_update is ~0).
+        Horovod: allreduce the gradients (t_comm), the update follows locally."""
         if self.kvstore_type:
             self.trainer.step(self.step_scale)
+        elif self.hvd is not None:
+            self.trainer.allreduce_grads()
 
     def update(self) -> None:
-        if not self.kvstore_type:
+        if self.hvd is not None:
+            self.trainer.update(self.step_scale)
+        elif not self.kvstore_type:
             self.trainer.step(self.step_scale)
 
     def synchronize(self) -> None:
@@ -182,7 +204,7 @@ class MXNetTrainer:
                 "static_alloc": self.hybridized, "optimizer": "SGD(momentum)",
                 "strategy": self.spec.strategy, "engine": os.environ.get(
                     "MXNET_ENGINE_TYPE", "ThreadedEnginePerDevice"),
-                "kvstore": self.kvstore_type or "none",
+                "kvstore": self.kvstore_type or ("horovod" if self.hvd is not None else "none"),
                 "update_on_kvstore": bool(self.kvstore_type),
                 "ps_servers": int(os.environ.get("DMLC_NUM_SERVER", "0") or 0),
                 **(self.feed.settings() if self.feed is not None else {"data": "synthetic"})}
@@ -190,6 +212,8 @@ class MXNetTrainer:
     def close(self) -> None:
         if self.feed is not None:
             self.feed.close()
+        if self.hvd is not None:
+            self.hvd.shutdown()
 
 
 def build_trainer(spec: RunSpec, rank: int = 0, world_size: int = 1) -> MXNetTrainer:

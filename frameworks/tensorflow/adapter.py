@@ -56,6 +56,10 @@ def environment(spec: RunSpec) -> dict[str, Any]:
                            "gpus": len(tf.config.list_physical_devices("GPU"))}
     if spec.device == "cuda":
         env.update(cuda=info.get("cuda_version"), cudnn=info.get("cudnn_version"))
+    if spec.strategy == "horovod":
+        import horovod
+
+        env["horovod"] = horovod.__version__
     return env
 
 
@@ -82,6 +86,14 @@ class TensorFlowTrainer:
         if spec.precision == "amp":
             keras.mixed_precision.set_global_policy(
                 "mixed_float16" if spec.device == "cuda" else "mixed_bfloat16")
+        self.strategy = None
+        if spec.strategy == "allreduce":
+            # TF_CONFIG (frameworks/tensorflow/plan.py) names the cluster; ring collectives
+            # on CPU, NCCL on GPU. Must exist before the model's variables.
+            impl = tf.distribute.experimental.CommunicationImplementation
+            self.strategy = tf.distribute.MultiWorkerMirroredStrategy(
+                communication_options=tf.distribute.experimental.CommunicationOptions(
+                    implementation=impl.NCCL if spec.device == "cuda" else impl.RING))
         keras.utils.set_random_seed(spec.seed)
         self.layout = resolve_layout(spec)
         channels_last = self.layout == "channels_last"
@@ -91,12 +103,16 @@ class TensorFlowTrainer:
         net = models.build(spec.model, spec.num_classes)
         from frameworks.tensorflow.build import build_model
 
-        self.model, self.owners = build_model(
-            net, cost(spec.model, spec.image_size, spec.num_classes), channels_last, dropout)
-        opt = keras.optimizers.SGD(learning_rate=spec.lr, momentum=spec.momentum)
-        if spec.precision == "amp" and spec.device == "cuda":
-            opt = keras.mixed_precision.LossScaleOptimizer(opt)
-        self.optimizer = opt
+        from contextlib import nullcontext
+
+        with self.strategy.scope() if self.strategy is not None else nullcontext():
+            self.model, self.owners = build_model(
+                net, cost(spec.model, spec.image_size, spec.num_classes), channels_last,
+                dropout)
+            opt = keras.optimizers.SGD(learning_rate=spec.lr, momentum=spec.momentum)
+            if spec.precision == "amp" and spec.device == "cuda":
+                opt = keras.mixed_precision.LossScaleOptimizer(opt)
+            self.optimizer = opt
         self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         rng = np.random.default_rng(spec.seed + 1 + rank)
         shape = (spec.batch_size, spec.image_size, spec.image_size, 3) if channels_last \
@@ -115,6 +131,15 @@ class TensorFlowTrainer:
                 self.labels = tf.constant(rng.integers(0, spec.num_classes, spec.batch_size,
                                                        dtype=np.int64))
         self.xla = spec.xla if xla is None else xla
+        self.hvd = None
+        if spec.strategy == "horovod":
+            # horovod.tensorflow + DistributedGradientTape (horovod.tensorflow.keras does not
+            # work with Keras 3); replicas start from rank 0's weights.
+            import horovod.tensorflow as hvd
+
+            hvd.init()
+            self.hvd = hvd
+            hvd.broadcast_variables(self.model.variables, root_rank=0)
         self._compile()
         self._loss = None
         self._grads = None
@@ -129,23 +154,70 @@ class TensorFlowTrainer:
             logits = model(x, training=training)
             return loss_fn(y, tf.cast(logits, tf.float32))
 
+        strategy = self.strategy
+        # MultiWorkerMirrored sums the replicas' gradients: dividing each replica's loss by
+        # the replica count makes the sum the average, as DDP and Horovod compute it.
+        replicas = strategy.num_replicas_in_sync if strategy is not None else 1
+
         def grads_of(x, y):
             with tf.GradientTape() as tape:
                 loss = loss_of(x, y)
-                scaled_loss = opt.scale_loss(loss) if scaled else loss
+                objective = loss / replicas if replicas > 1 else loss
+                scaled_loss = opt.scale_loss(objective) if scaled else objective
             return loss, tape.gradient(scaled_loss, variables)
 
+        hvd = self.hvd
+        overlap = hvd is not None and self.spec.mode != "breakdown"
+
         def step(x, y):
-            loss, grads = grads_of(x, y)
+            if overlap:  # Horovod allreduces each gradient as the tape produces it
+                with tf.GradientTape() as tape:
+                    loss = loss_of(x, y)
+                    scaled_loss = opt.scale_loss(loss) if scaled else loss
+                tape = hvd.DistributedGradientTape(tape, op=hvd.Average)
+                grads = tape.gradient(scaled_loss, variables)
+            else:
+                loss, grads = grads_of(x, y)
+                if hvd is not None:
+                    grads = hvd.grouped_allreduce(grads, op=hvd.Average)
             opt.apply_gradients(zip(grads, variables))
             return loss
 
+        if strategy is not None:
+            self._compile_mirrored(strategy, step, loss_of, grads_of)
+            return
         jit = self.xla
         self._step = tf.function(step, jit_compile=jit)
         self._forward = tf.function(loss_of, jit_compile=jit)
         self._grads_fn = tf.function(grads_of, jit_compile=jit)
         self._apply = tf.function(lambda grads: opt.apply_gradients(zip(grads, variables)),
                                   jit_compile=jit)
+        if hvd is not None:
+            self._allreduce = tf.function(
+                lambda grads: hvd.grouped_allreduce(grads, op=hvd.Average))
+
+    def _compile_mirrored(self, strategy, step, loss_of, grads_of) -> None:
+        """MultiWorkerMirroredStrategy: every phase runs per replica via strategy.run.
+        The fused step lets Keras all-reduce the gradients inside apply_gradients (the
+        collective runs as the step's graph allows); breakdown mode all-reduces them
+        explicitly in `communicate` and applies them from the cross-replica context, where
+        Keras does not aggregate a second time."""
+        tf = self.tf
+        opt, variables = self.optimizer, self.model.trainable_variables
+        run = strategy.run
+        total = tf.distribute.ReduceOp.SUM
+
+        def allreduce(grads):
+            # identity places the graph inputs on the replica's device (the collective
+            # needs a device to reduce to)
+            return tf.distribute.get_replica_context().all_reduce(
+                total, [tf.identity(g) for g in grads])
+
+        self._step = tf.function(lambda x, y: run(step, args=(x, y)))
+        self._forward = tf.function(lambda x, y: run(loss_of, args=(x, y)))
+        self._grads_fn = tf.function(lambda x, y: run(grads_of, args=(x, y)))
+        self._allreduce = tf.function(lambda grads: run(allreduce, args=(grads,)))
+        self._apply = tf.function(lambda grads: opt.apply_gradients(zip(grads, variables)))
 
     # -- the fused step (throughput mode) ---------------------------------------------
     def step(self) -> None:
@@ -172,7 +244,10 @@ class TensorFlowTrainer:
         self._loss, self._grads = self._grads_fn(self.images, self.labels)
 
     def communicate(self) -> None:
-        """One worker: no gradient aggregation."""
+        """Average the gradients over workers after backward (t_comm): Horovod's or the
+        strategy's all-reduce; one worker: no aggregation."""
+        if self.hvd is not None or self.strategy is not None:
+            self._grads = self._allreduce(self._grads)
 
     def update(self) -> None:
         self._apply(self._grads)
@@ -199,12 +274,18 @@ class TensorFlowTrainer:
                 "layout": self.layout, "device": self.spec.device,
                 "precision": self.spec.precision, "xla": self.xla,
                 "optimizer": "SGD(momentum)", "strategy": self.spec.strategy,
-                "training_step": "tf.function + GradientTape",
+                "distribution": "MultiWorkerMirroredStrategy" if self.strategy is not None
+                else "none",
+                "training_step": "tf.function + GradientTape"
+                + (" (Horovod DistributedGradientTape)" if self.hvd is not None
+                   and self.spec.mode != "breakdown" else ""),
                 **(self.feed.settings() if self.feed is not None else {"data": "synthetic"})}
 
     def close(self) -> None:
         if self.feed is not None:
             self.feed.close()
+        if self.hvd is not None:
+            self.hvd.shutdown()
 
 
 def build_trainer(spec: RunSpec, rank: int = 0, world_size: int = 1) -> TensorFlowTrainer:

@@ -39,6 +39,10 @@ def environment(spec: RunSpec) -> dict[str, Any]:
         "mkldnn": torch.backends.mkldnn.is_available(),
         "cuda_available": torch.cuda.is_available(),
     }
+    if spec.strategy == "horovod":
+        import horovod
+
+        env["horovod"] = horovod.__version__
     if spec.device == "cuda" and torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         env.update(cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version(),
@@ -74,12 +78,15 @@ class TorchTrainer:
         self.model.train()
         self.world_size = world_size
         self.distributed = spec.strategy == "allreduce"
+        self.hvd = None
         self.backend = ""
         self._no_sync = None
         if self.distributed:
             self._init_ddp(spec, local_rank)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=spec.lr,
                                          momentum=spec.momentum)
+        if spec.strategy == "horovod":
+            self._init_horovod(spec)
         self.criterion = nn.CrossEntropyLoss()
         self.feed = None
         if spec.data:  # a real input pipeline: each step loads, decodes and copies a batch
@@ -123,6 +130,24 @@ class TorchTrainer:
             self._buckets[-1].append(p)
             size += p.numel() * p.element_size()
 
+    def _init_horovod(self, spec: RunSpec) -> None:
+        """Horovod's DistributedOptimizer averages gradients as backward produces them
+        (overlap, 64 MB fusion buffer) in throughput mode. Breakdown mode keeps the plain
+        optimizer and allreduces every gradient after backward, in `communicate`, so t_comm
+        is the aggregation alone."""
+        import horovod.torch as hvd
+
+        hvd.init()
+        self.hvd = hvd
+        self.backend = "horovod-" + ("gloo" if hvd.gloo_enabled() else "mpi")
+        if self.device.type == "cuda":
+            torch.cuda.set_device(hvd.local_rank())
+        hvd.broadcast_parameters(self.model.state_dict(), root_rank=0)
+        if spec.mode != "breakdown":
+            self.optimizer = hvd.DistributedOptimizer(
+                self.optimizer, named_parameters=self.model.named_parameters(), op=hvd.Average)
+        hvd.broadcast_optimizer_state(self.optimizer, root_rank=0)
+
     # -- the fused step (throughput mode) ---------------------------------------------
     def step(self) -> None:
         if self.feed is not None:
@@ -132,7 +157,16 @@ class TorchTrainer:
         with self._autocast():
             loss = self.criterion(self.model(self.images), self.labels)
         self.scaler.scale(loss).backward()
-        self.scaler.step(self.optimizer)
+        if self.hvd is not None and self.spec.mode == "breakdown":
+            self.communicate()  # paired throughput trials of a breakdown run
+        if self.hvd is not None and self.scaler.is_enabled() and self.spec.mode != "breakdown":
+            # Horovod + GradScaler: finish the allreduce before unscaling (Horovod docs)
+            self.optimizer.synchronize()
+            self.scaler.unscale_(self.optimizer)
+            with self.optimizer.skip_synchronize():
+                self.scaler.step(self.optimizer)
+        else:
+            self.scaler.step(self.optimizer)
         self.scaler.update()
         self._loss = loss
 
@@ -168,7 +202,12 @@ class TorchTrainer:
             self._no_sync = None
 
     def communicate(self) -> None:
-        """Average gradients over workers in DDP-sized buckets, after backward (t_comm)."""
+        """Average gradients over workers after backward (t_comm): DDP-sized buckets
+        through torch.distributed, or one grouped Horovod allreduce (Horovod fuses it)."""
+        if self.hvd is not None:
+            grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+            self.hvd.grouped_allreduce_(grads, op=self.hvd.Average)
+            return
         if not self.distributed:
             return
         import torch.distributed as dist
@@ -206,6 +245,8 @@ class TorchTrainer:
     def close(self) -> None:
         if self.feed is not None:
             self.feed.close()
+        if self.hvd is not None:
+            self.hvd.shutdown()
         if self.distributed:
             import torch.distributed as dist
 
@@ -220,6 +261,8 @@ class TorchTrainer:
                 "optimizer": "SGD(momentum)", "strategy": self.spec.strategy,
                 "backend": self.backend or "none",
                 "ddp_bucket_mb": DDP_BUCKET_MB if self.distributed else 0,
+                **({"horovod_overlap": self.spec.mode != "breakdown"}
+                   if self.hvd is not None else {}),
                 **(self.feed.settings() if self.feed is not None else {"data": "synthetic"})}
 
 

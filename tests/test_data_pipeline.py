@@ -1,0 +1,235 @@
+"""Real input pipelines: the dataset maker, the shared listing rules, each framework's
+loader on real JPEG files, loader mode, t_io, and the harness's resource telemetry."""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from frameworks import datasets
+from frameworks.datasets import DatasetError
+from harness.datasets import make
+from tests.conftest import FRAMEWORKS, run_cli
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    """24 images in 3 classes, plus 2 files that are not complete JPEGs."""
+    root = tmp_path_factory.mktemp("data") / "tiny"
+    make(root, 24, size=64, classes=3, seed=1)
+    good = (root / "class_1" / "img_0000001.jpg").read_bytes()
+    (root / "class_1" / "truncated.jpg").write_bytes(good[: len(good) // 2])
+    (root / "class_2" / "garbage.jpg").write_bytes(bytes(range(256)) * 4)
+    return root
+
+
+def test_make_writes_real_jpegs_with_varied_sizes(tmp_path):
+    from PIL import Image
+
+    info = make(tmp_path / "d", 12, size=40, classes=4, seed=3)
+    files = sorted((tmp_path / "d").rglob("*.jpg"))
+    assert info["images"] == 12 and len(files) == 12
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == [f"class_{i}" for i in range(4)]
+    sizes = set()
+    for f in files:
+        with Image.open(f) as im:
+            assert im.format == "JPEG" and im.mode == "RGB"
+            sizes.add(im.size)
+            assert all(30 <= s <= 60 for s in im.size)
+    assert len(sizes) > 6  # sizes and aspect ratios vary
+    with pytest.raises(DatasetError, match="not empty"):
+        make(tmp_path / "d", 4, classes=2)
+    with pytest.raises(DatasetError, match="at least one image"):
+        make(tmp_path / "e", 2, classes=5)
+
+
+def test_listing_errors_name_the_path_and_the_fix(tmp_path):
+    with pytest.raises(DatasetError, match="is not a directory.*dnnbench data make"):
+        datasets.list_files(str(tmp_path / "missing"))
+    (tmp_path / "flat").mkdir()
+    (tmp_path / "flat" / "a.jpg").write_bytes(b"")
+    with pytest.raises(DatasetError, match="no class sub-folders"):
+        datasets.list_files(str(tmp_path / "flat"))
+    (tmp_path / "nojpg" / "cls").mkdir(parents=True)
+    (tmp_path / "nojpg" / "cls" / "a.png").write_bytes(b"x")
+    with pytest.raises(DatasetError, match="no .jpg/.jpeg files"):
+        datasets.list_files(str(tmp_path / "nojpg"))
+
+
+def test_scan_skips_incomplete_jpegs_and_counts_them(dataset):
+    whole = datasets.scan(str(dataset))
+    assert whole.total_files == 26 and len(whole.items) == 24
+    assert sorted(p.rsplit("/", 1)[1] for p in whole.corrupt) == ["garbage.jpg",
+                                                                 "truncated.jpg"]
+    assert whole.summary()["corrupt_skipped"] == 2
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 5])
+def test_shards_are_disjoint_and_cover_the_dataset(world):
+    seen = [set(datasets.shard_indices(103, r, world)) for r in range(world)]
+    assert sum(len(s) for s in seen) == 103
+    assert set().union(*seen) == set(range(103))
+    assert max(map(len, seen)) - min(map(len, seen)) <= 1
+    with pytest.raises(DatasetError):
+        datasets.shard_indices(10, world, world)
+
+
+def test_crop_box_follows_the_random_resized_crop_ranges():
+    rng = random.Random(0)
+    for _ in range(2000):
+        w, h = rng.randint(20, 400), rng.randint(20, 400)
+        left, top, cw, ch = datasets.crop_box(rng, w, h)
+        assert 0 <= left and 0 <= top and left + cw <= w and top + ch <= h and cw > 0 and ch > 0
+    # an image whose aspect ratio is far outside 3/4..4/3 falls back to a centre crop
+    assert datasets.crop_box(random.Random(1), 1000, 10)[1:] == (0, 13, 10)
+
+
+def test_data_check_agrees_across_frameworks_and_shards(all_envs, dataset, tmp_path):
+    out = tmp_path / "check.json"
+    proc = run_cli("data", "check", str(dataset), "--world", "2", "--image-size", "32",
+                   "--json", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "identical in every framework" in proc.stdout
+    report = json.loads(out.read_text())
+    assert [r["framework"] for r in report] == list(FRAMEWORKS)
+    valid = set(i for p, _, i in datasets.scan(str(dataset)).items)
+    for fw in report:
+        assert fw["ok"], fw
+        ranks = fw["ranks"]
+        idx = [set(r["indices"]) for r in ranks]
+        assert not idx[0] & idx[1] and idx[0] | idx[1] == valid  # disjoint, complete
+        counts: dict[str, int] = {}
+        for r in ranks:
+            for k, v in r["label_counts"].items():
+                counts[k] = counts.get(k, 0) + v
+        assert counts == {"0": 8, "1": 8, "2": 8}
+        assert sum(r["corrupt_skipped"] for r in ranks) == 2
+        shape = ranks[0]["sample_shape"]
+        assert sorted(shape) == [3, 32, 32]
+        # normalised with ImageNet statistics: centred near 0, unit-ish spread
+        assert abs(ranks[0]["pixel_mean"]) < 1.0 and 0.5 < ranks[0]["pixel_std"] < 1.6
+
+
+def test_data_errors_are_clear_before_anything_runs(tmp_path):
+    proc = run_cli("run", "--framework", "torch", "--model", "alexnet", "--image-size", "64",
+                   "--data", str(tmp_path / "nowhere"), "--db", str(tmp_path / "r.db"))
+    assert proc.returncode == 2
+    assert "nowhere" in proc.stderr and "dnnbench data make" in proc.stderr
+    (tmp_path / "empty").mkdir()
+    proc = run_cli("data", "check", str(tmp_path / "empty"))
+    assert proc.returncode == 2 and "no class sub-folders" in proc.stderr
+    proc = run_cli("run", "--framework", "torch", "--model", "alexnet", "--mode", "loader",
+                   "--db", str(tmp_path / "r.db"))
+    assert proc.returncode == 2 and "needs a dataset" in proc.stderr
+
+
+def test_undecodable_file_fails_naming_it(torch_env, tmp_path):
+    root = tmp_path / "bad"
+    make(root, 6, size=48, classes=2)
+    good = (root / "class_0" / "img_0000000.jpg").read_bytes()
+    # header and end markers intact, scan data destroyed: passes the cheap check
+    (root / "class_0" / "broken.jpg").write_bytes(good[:200] + bytes(2000) + good[-2:])
+    proc = run_cli("data", "check", str(root), "--frameworks", "torch")
+    assert proc.returncode == 1
+    assert "broken.jpg" in proc.stdout and "FAILED" in proc.stdout
+
+
+def _runs(db) -> list[dict]:
+    conn = sqlite3.connect(db)
+    conn.row_factory = sqlite3.Row
+    rows = [dict(r) for r in conn.execute("SELECT * FROM runs ORDER BY started")]
+    conn.close()
+    return rows
+
+
+def test_real_data_costs_time_and_shows_in_t_io(torch_env, tmp_path):
+    """Loading in the training process (0 loader workers) adds decode time to every step:
+    large source images, a small network, so the effect is structural, not noise."""
+    root = tmp_path / "big"
+    make(root, 48, size=400, classes=4)
+    db = str(tmp_path / "r.db")
+    common = ("--framework", "torch", "--model", "alexnet", "--batch", "16", "--image-size",
+              "64", "--steps", "4", "--warmup", "1", "--trials", "2", "--db", db)
+    for extra in ((), ("--data", str(root), "--loader-workers", "0"),
+                  ("--data", str(root), "--loader-workers", "0", "--mode", "breakdown"),
+                  ("--data", str(root), "--loader-workers", "0", "--mode", "loader")):
+        proc = run_cli("run", *common, *extra)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    synth, real, bd, loader = _runs(db)
+    assert synth["data"] == "synthetic" and real["data"] == str(root)
+    assert real["images_per_s"] < synth["images_per_s"]
+    assert bd["t_io_s"] > 0.005  # 16 decodes of ~400 px JPEGs
+    assert bd["t_io_s"] > bd["t_h2d_s"]
+    assert loader["mode"] == "loader" and loader["images_per_s"] > 0
+    assert loader["n_iters"] >= 2 * 50  # at least LOADER_MIN_STEPS per trial
+    assert real["corrupt_skipped"] == 0 and real["loader_workers"] == 0
+    manifest = json.loads(real["manifest_json"])
+    assert manifest["ranks"]["0"]["settings"]["loader_workers"] == 0
+    assert manifest["ranks"]["0"]["files"] == 48
+    # telemetry: the run has samples and per-run summaries in plausible ranges
+    assert 100 < real["peak_rss_mb"] < 8000
+    assert 0.05 < real["cpu_cores_per_worker"] < 4
+    conn = sqlite3.connect(db)
+    n = conn.execute("SELECT COUNT(*) FROM telemetry WHERE run_id = ?",
+                     (real["run_id"],)).fetchone()[0]
+    assert n >= 2
+    report = tmp_path / "r.md"
+    proc = run_cli("report", "--db", db, "--format", "md", "-o", str(report))
+    assert proc.returncode == 0
+    text = report.read_text()
+    assert "Input pipeline" in text and "Resources" in text
+    assert "input-bound" in text or "compute-bound" in text
+
+
+@pytest.mark.slow
+def test_each_framework_trains_on_real_data(all_envs, dataset, tmp_path):
+    db = str(tmp_path / "r.db")
+    for fw in FRAMEWORKS:
+        proc = run_cli("run", "--framework", fw, "--model", "resnet50", "--batch", "4",
+                       "--image-size", "32", "--steps", "2", "--warmup", "1", "--trials", "1",
+                       "--mode", "breakdown", "--data", str(dataset), "--db", db)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = _runs(db)
+    assert [r["status"] for r in rows] == ["ok"] * 3
+    for r in rows:
+        assert r["t_io_s"] is not None and r["t_io_s"] >= 0 and r["corrupt_skipped"] == 2
+
+
+def test_two_workers_read_disjoint_shards_in_ddp(torch_env, dataset, tmp_path):
+    db = str(tmp_path / "r.db")
+    proc = run_cli("run", "--framework", "torch", "--model", "alexnet", "--batch", "4",
+                   "--image-size", "64", "--steps", "2", "--warmup", "1", "--trials", "1",
+                   "--strategy", "allreduce", "--devices-per-node", "2", "--data",
+                   str(dataset), "--db", db)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (row,) = _runs(db)
+    ranks = json.loads(row["manifest_json"])["ranks"]
+    assert ranks["0"]["shard_files"] + ranks["1"]["shard_files"] == 26
+    assert row["corrupt_skipped"] == 2 and row["replicas_identical"] == 1
+
+
+def test_sampler_measures_a_real_process():
+    """A child that keeps one core busy and holds 200 MB: the sampler must see both."""
+    from harness.telemetry import Sampler
+
+    code = "import time\nb = bytearray(200 * 2**20)\nt = time.time()\nwhile time.time() - t < 4: pass"
+    child = subprocess.Popen([sys.executable, "-c", code])
+    sampler = Sampler(interval_s=0.2, gpu=False)
+    sampler.add("worker0", child.pid)
+    sampler.start()
+    time.sleep(1.0)
+    sampler.measuring()
+    time.sleep(2.0)
+    data = sampler.stop()
+    child.kill()
+    child.wait()
+    summary = data.summary()
+    assert 0.5 < summary["cpu_cores_per_worker"] < 1.3
+    assert 190 < summary["tree_rss_peak_mb"] < 400
+    assert all(s.tag == "worker0" for s in data.samples) and len(data.samples) >= 8
