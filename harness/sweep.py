@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 import frameworks
+import runners
 from frameworks import events
 from frameworks.plan import PlanContext, plan
 from harness import collect, envs
@@ -24,7 +25,6 @@ from harness.manifest import host_manifest
 from harness.progress import Progress
 from harness.store import RunRecord, Store
 from harness.telemetry import DEFAULT_INTERVAL_S, Sampler
-import runners
 
 
 @dataclass

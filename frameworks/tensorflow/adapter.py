@@ -101,9 +101,9 @@ class TensorFlowTrainer:
             raise RuntimeError("layout = 'channels_first' is unsupported by TensorFlow on CPU "
                                "(no NCHW max-pool gradient kernel); use channels_last or auto")
         net = models.build(spec.model, spec.num_classes)
-        from frameworks.tensorflow.build import build_model
-
         from contextlib import nullcontext
+
+        from frameworks.tensorflow.build import build_model
 
         with self.strategy.scope() if self.strategy is not None else nullcontext():
             self.model, self.owners = build_model(
