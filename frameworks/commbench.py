@@ -22,6 +22,11 @@ LIBRARIES = {
     "torch-gloo": "frameworks.torch.collectives",
     "torch-nccl": "frameworks.torch.collectives",
     "mpi": "frameworks.mpi_collectives",
+    "horovod-gloo": "frameworks.horovod.collectives",
+    "horovod-mpi": "frameworks.horovod.collectives",
+    "tf-ring": "frameworks.tensorflow.collectives",
+    "tf-nccl": "frameworks.tensorflow.collectives",
+    "mxnet-kvstore": "frameworks.mxnet.collectives",
 }
 
 
@@ -43,7 +48,8 @@ def main() -> int:
                 t0 = time.perf_counter()
                 lib.allreduce(buf)
                 times.append(time.perf_counter() - t0)
-            events.emit(events.COMM, rank=rank, op="allreduce", library=job["library"],
+            events.emit(events.COMM, rank=rank, op=getattr(lib, "OP", "allreduce"),
+                        library=job["library"],
                         ranks=size, bytes=nbytes, times=times,
                         median=statistics.median(times), wrong=wrong)
         events.emit(events.DONE, rank=rank)

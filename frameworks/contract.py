@@ -46,6 +46,9 @@ class FrameworkSupport:
     import_name: str = ""  # the module whose import proves the environment works
     xla: bool = False  # can compile training steps with XLA
     unsupported: dict[str, str] = field(default_factory=dict)  # strategy -> why not
+    #: strategies whose breakdown mode / real-data input cannot work -> why not
+    phase_unsupported: dict[str, str] = field(default_factory=dict)
+    data_unsupported: dict[str, str] = field(default_factory=dict)
 
 
 SUPPORT: dict[str, FrameworkSupport] = {
@@ -54,8 +57,16 @@ SUPPORT: dict[str, FrameworkSupport] = {
         unsupported={"ps-sync": "PyTorch has no native parameter server",
                      "ps-async": "PyTorch has no native parameter server"}),
     "tensorflow": FrameworkSupport(
-        display="TensorFlow", strategies=("single", "allreduce", "horovod"),
+        display="TensorFlow", strategies=("single", "allreduce", "horovod", "ps-async"),
         import_name="tensorflow",
+        unsupported={"ps-sync": "TensorFlow 2 has no reliable synchronous parameter server: "
+                                "ParameterServerStrategy is asynchronous, and the TF1-compat "
+                                "SyncReplicasOptimizer path stalls (30 s recovery waits, "
+                                "starving workers) and lost tf.compat.v1.layers under Keras 3"},
+        phase_unsupported={"ps-async": "steps run remotely on the workers, scheduled by the "
+                                       "chief: the phases cannot be timed apart"},
+        data_unsupported={"ps-async": "each worker reads a per-worker synthetic dataset; "
+                                      "real-data input is not wired for it"},
         xla=True),
     "mxnet": FrameworkSupport(
         display="MXNet", strategies=("single", "horovod", "ps-sync", "ps-async"),
@@ -210,6 +221,12 @@ def validate(spec: RunSpec) -> None:
     if spec.strategy == "single" and spec.workers != 1:
         raise SpecError(f"strategy 'single' runs one worker, but nodes x devices_per_node = "
                         f"{spec.workers}; choose a distributed strategy or set both to 1")
+    if spec.mode == "breakdown" and spec.strategy in sup.phase_unsupported:
+        raise UnsupportedError(f"mode = 'breakdown' is unsupported for {spec.framework} "
+                               f"{spec.strategy}: {sup.phase_unsupported[spec.strategy]}")
+    if spec.data and spec.strategy in sup.data_unsupported:
+        raise UnsupportedError(f"data is unsupported for {spec.framework} {spec.strategy}: "
+                               f"{sup.data_unsupported[spec.strategy]}")
     _choice("launcher", spec.launcher, LAUNCHERS)
     launcher = spec.resolved_launcher
     if spec.strategy == "horovod" and launcher == "local":

@@ -39,8 +39,10 @@ def report_exception(exc: BaseException) -> None:
     import traceback
 
     traceback.print_exc()
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else ""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    first = lines[0] if lines else ""
+    if first == "in user code:" and len(lines) > 1:  # TensorFlow: the cause is last
+        first = lines[-1]
     emit(ERROR, reason=f"{type(exc).__name__}: {first}"[:500], error_type=type(exc).__name__)
 
 

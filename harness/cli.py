@@ -159,7 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
                           description=__import__("harness.commbench").commbench.__doc__,
                           formatter_class=argparse.RawDescriptionHelpFormatter)
     p_cb.add_argument("--library", default="torch-gloo",
-                      help="comma list of: torch-gloo, torch-nccl, mpi (default torch-gloo)")
+                      help="comma list of: torch-gloo, torch-nccl (GPU), mpi (mpi4py, the "
+                           "reference), horovod-gloo, horovod-mpi, tf-ring, tf-nccl (GPU), "
+                           "mxnet-kvstore (PS push+pull); default torch-gloo")
     p_cb.add_argument("--ranks", type=int, default=2)
     p_cb.add_argument("--sizes", default="4..128M", help="'4..128M' (x4 steps) or '1K,1M,64M'")
     p_cb.add_argument("--iters", type=int, default=10, help="timed repetitions per size")

@@ -66,11 +66,13 @@ def record(spec: RunSpec, experiment: str, run_id: str, job: JobResult,
     row["elapsed_s"] = job.elapsed
     errors = [ev["reason"] for ev in evs if ev["event"] == events.ERROR]
     done = sum(1 for ev in evs if ev["event"] == events.DONE)
+    # A chief (TensorFlow's parameter-server coordinator) reports for the whole job.
+    reporters = 1 if any(p.spec.role == "chief" for p in job.processes) else spec.workers
     if job.interrupted:
         row.update(status="interrupted", reason="stopped by Ctrl-C")
     elif job.timed_out:
         row.update(status="timeout", reason=f"no result within timeout_s = {spec.timeout_s:g} s")
-    elif errors or not job.ok or done < spec.workers:
+    elif errors or not job.ok or done < reporters:
         code = next((p.returncode for p in job.processes if p.spec.tag == job.failed_tag), None)
         reason = errors[0] if errors else (
             f"process {job.failed_tag} exited with code {code}" if job.failed_tag

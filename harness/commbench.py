@@ -16,12 +16,14 @@ from frameworks.plan import PlanContext, free_port, worker_env
 from harness import collect, envs
 from harness.perfmodel.network import Link, bus_bandwidth, fit_alpha_beta
 from harness.store import Store
-from runners import local, mpirun
+from runners import horovodrun, local, mpirun
 from runners.spec import JobResult, ProcessSpec
 
 #: library -> (framework environment it runs in, launcher)
 LIBRARIES = {"torch-gloo": ("torch", "local"), "torch-nccl": ("torch", "local"),
-             "mpi": ("torch", "mpirun")}
+             "mpi": ("torch", "mpirun"), "horovod-gloo": ("torch", "horovodrun"),
+             "horovod-mpi": ("torch", "horovodrun-mpi"), "tf-ring": ("tensorflow", "local"),
+             "tf-nccl": ("tensorflow", "local"), "mxnet-kvstore": ("mxnet", "local")}
 DEFAULT_SIZES = [4 * 4 ** k for k in range(13)] + [128 * 2**20]  # 4 B .. 64 MiB, 128 MiB
 
 
@@ -66,14 +68,37 @@ def plan(library: str, ranks: int, sizes: list[int], python: str, source_root: s
     port = str(free_port())
     from frameworks.contract import RunSpec
 
-    spec = RunSpec("torch", "resnet50", devices_per_node=ranks, strategy="allreduce")
+    framework = LIBRARIES[library][0]
+    spec = RunSpec(framework, "resnet50", devices_per_node=ranks, strategy="allreduce")
     ctx = PlanContext(python, source_root, "commbench")
     out = []
+    tf_workers = [f"127.0.0.1:{free_port()}" for _ in range(ranks)] \
+        if library.startswith("tf-") else []
     for rank in range(ranks):
         env = worker_env(spec, ctx, rank, rank, ranks)
         env.update(DNNBENCH_COMM=job, MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
                    RANK=str(rank), WORLD_SIZE=str(ranks), LOCAL_RANK=str(rank))
+        if tf_workers:
+            from frameworks.tensorflow.plan import QUIET, tf_config
+
+            env.update(QUIET, TF_CONFIG=tf_config(tf_workers, rank))
         out.append(ProcessSpec("rank", rank, (python, "-m", "frameworks.commbench"), env))
+    if library == "mxnet-kvstore":
+        # one server per worker, co-located: the parameter-server layout of both papers
+        from frameworks.mxnet.plan import dmlc_env
+
+        ps_spec = RunSpec("mxnet", "resnet50", devices_per_node=ranks, strategy="ps-sync",
+                          ps=ranks)
+        serve = (python, "-c", "import mxnet")
+        quiet = {"OMP_NUM_THREADS": "1", "PYTHONNOUSERSITE": "1"}
+        roles = [ProcessSpec("scheduler", 0, serve,
+                             {**quiet, **dmlc_env(ps_spec, ctx, "scheduler", port)})]
+        roles += [ProcessSpec("server", i, serve,
+                              {**quiet, **dmlc_env(ps_spec, ctx, "server", port)})
+                  for i in range(ranks)]
+        for p in out:
+            p.env.update(dmlc_env(ps_spec, ctx, "worker", port))
+        out = roles + out
     return out
 
 
@@ -91,8 +116,13 @@ def run(library: str, ranks: int, sizes: list[int], store: Store | None = None,
 
         source_root = worker_source_root()
     procs = plan(library, ranks, sizes, env.python, source_root, iters, timeout)
-    job: JobResult = (mpirun.launch(procs, timeout) if launcher == "mpirun"
-                      else local.launch(procs, timeout))
+    if launcher == "mpirun":
+        job: JobResult = mpirun.launch(procs, timeout)
+    elif launcher.startswith("horovodrun"):
+        job = horovodrun.launch(procs, timeout, controller="mpi" if launcher.endswith("mpi")
+                                else "gloo")
+    else:
+        job = local.launch(procs, timeout)
     evs = collect.job_events(job)
     errors = [e["reason"] for e in evs if e["event"] == events.ERROR]
     if not job.ok or errors:
@@ -101,17 +131,20 @@ def run(library: str, ranks: int, sizes: list[int], store: Store | None = None,
                              f"{errors[0] if errors else 'exit status'}\n{tail}")
     run_id, started = collect.new_run_id(), collect.now_iso()
     by_size: dict[int, dict] = {}
+    ops: dict[int, str] = {}
     for e in evs:
         if e["event"] != events.COMM:
             continue
         row = by_size.setdefault(e["bytes"], {"times": [], "wrong": 0})
         row["times"].append(e["median"])  # each rank's median; the slowest rank counts
         row["wrong"] += e["wrong"]
+        ops[e["bytes"]] = e.get("op", "allreduce")
     rows = []
     for nbytes in sorted(by_size):
         t = max(by_size[nbytes]["times"])
         rows.append({"run_id": run_id, "started": started, "experiment": experiment,
-                     "library": library, "op": "allreduce", "ranks": ranks, "nodes": 1,
+                     "library": library, "op": ops.get(nbytes, "allreduce"), "ranks": ranks,
+                     "nodes": 1,
                      "link": link_label, "bytes": nbytes, "median_s": t,
                      "algbw": nbytes / t, "busbw": bus_bandwidth(ranks, nbytes, t),
                      "wrong": by_size[nbytes]["wrong"],

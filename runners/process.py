@@ -155,7 +155,7 @@ def run_job(specs: list[ProcessSpec], timeout: float, base_env: dict[str, str] |
             if bad:
                 failed = bad[0]
                 break
-            if all(c is not None for c in codes):
+            if all(c is not None for s, c in zip(specs, codes) if not s.service):
                 break
             if time.monotonic() > deadline:
                 timed_out = True
@@ -168,7 +168,10 @@ def run_job(specs: list[ProcessSpec], timeout: float, base_env: dict[str, str] |
         terminate(procs)
         for pump in pumps:
             pump.join(timeout=GRACE_S)
-    results = [ProcessResult(s, p.returncode, sink) for s, p, sink in zip(specs, procs, sinks)]
+    # A service stopped by the teardown above after the job finished did its job.
+    results = [ProcessResult(s, 0 if s.service and failed is None and not timed_out
+                             and not interrupted else p.returncode, sink)
+               for s, p, sink in zip(specs, procs, sinks)]
     if timed_out and failed is None:
         failed = next((r.spec.tag for r in results if r.returncode not in (0,)), None)
     return JobResult(results, time.monotonic() - start, timed_out=timed_out,

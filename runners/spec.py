@@ -20,6 +20,9 @@ class ProcessSpec:
     cwd: str | None = None
     memory_limit_bytes: int | None = None
     host: str = "127.0.0.1"  # where a multi-host runner places it
+    #: A service (a TensorFlow parameter server, ...) serves until stopped: the job is
+    #: finished when every non-service process has exited, then services are stopped.
+    service: bool = False
 
     @property
     def tag(self) -> str:

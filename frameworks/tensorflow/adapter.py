@@ -87,6 +87,7 @@ class TensorFlowTrainer:
             keras.mixed_precision.set_global_policy(
                 "mixed_float16" if spec.device == "cuda" else "mixed_bfloat16")
         self.strategy = None
+        self.placement: list[list] = []
         if spec.strategy == "allreduce":
             # TF_CONFIG (frameworks/tensorflow/plan.py) names the cluster; ring collectives
             # on CPU, NCCL on GPU. Must exist before the model's variables.
@@ -94,6 +95,14 @@ class TensorFlowTrainer:
             self.strategy = tf.distribute.MultiWorkerMirroredStrategy(
                 communication_options=tf.distribute.experimental.CommunicationOptions(
                     implementation=impl.NCCL if spec.device == "cuda" else impl.RING))
+        elif spec.strategy == "ps-async":
+            # This process is the chief: variables live on the ps tasks (round-robin, no
+            # partitioner), steps are scheduled on the workers, each of which applies its
+            # own gradients: asynchronous SGD by design.
+            resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+            self.strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
+            self.coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(
+                self.strategy)
         keras.utils.set_random_seed(spec.seed)
         self.layout = resolve_layout(spec)
         channels_last = self.layout == "channels_last"
@@ -139,7 +148,8 @@ class TensorFlowTrainer:
 
             hvd.init()
             self.hvd = hvd
-            hvd.broadcast_variables(self.model.variables, root_rank=0)
+            # Keras 3 variables wrap a tf.Variable (.value): Horovod assigns to those
+            hvd.broadcast_variables([v.value for v in self.model.variables], root_rank=0)
         self._compile()
         self._loss = None
         self._grads = None
@@ -157,7 +167,7 @@ class TensorFlowTrainer:
         strategy = self.strategy
         # MultiWorkerMirrored sums the replicas' gradients: dividing each replica's loss by
         # the replica count makes the sum the average, as DDP and Horovod compute it.
-        replicas = strategy.num_replicas_in_sync if strategy is not None else 1
+        replicas = strategy.num_replicas_in_sync if self.spec.strategy == "allreduce" else 1
 
         def grads_of(x, y):
             with tf.GradientTape() as tape:
@@ -175,7 +185,9 @@ class TensorFlowTrainer:
                     loss = loss_of(x, y)
                     scaled_loss = opt.scale_loss(loss) if scaled else loss
                 tape = hvd.DistributedGradientTape(tape, op=hvd.Average)
-                grads = tape.gradient(scaled_loss, variables)
+                # Horovod keys sources by tf.Variable.ref(): differentiate w.r.t. the
+                # tf.Variables inside the Keras 3 variables (the same gradients)
+                grads = tape.gradient(scaled_loss, [v.value for v in variables])
             else:
                 loss, grads = grads_of(x, y)
                 if hvd is not None:
@@ -183,6 +195,9 @@ class TensorFlowTrainer:
             opt.apply_gradients(zip(grads, variables))
             return loss
 
+        if self.spec.strategy == "ps-async":
+            self._compile_ps(step)
+            return
         if strategy is not None:
             self._compile_mirrored(strategy, step, loss_of, grads_of)
             return
@@ -219,8 +234,44 @@ class TensorFlowTrainer:
         self._allreduce = tf.function(lambda grads: run(allreduce, args=(grads,)))
         self._apply = tf.function(lambda grads: opt.apply_gradients(zip(grads, variables)))
 
+    def _compile_ps(self, step) -> None:
+        """ParameterServerStrategy: each worker reads its own copy of the synthetic batch
+        (a per-worker dataset) and runs the whole step remotely; one timed iteration
+        schedules one step on every worker, so images per iteration = the global batch."""
+        tf = self.tf
+        images, labels = self.images.numpy(), self.labels.numpy()
+        strategy, coordinator = self.strategy, self.coordinator
+
+        def dataset_fn():
+            return tf.data.Dataset.from_tensors((images, labels)).repeat()
+
+        self._iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
+
+        @tf.function
+        def remote_step(iterator):
+            x, y = next(iterator)
+            return strategy.run(step, args=(x, y))
+
+        self._remote_step = remote_step
+        self._remote = None
+        self.placement = self._ps_placement()
+
+    def _ps_placement(self) -> list[list]:
+        """[variable, bytes, ps task] as TensorFlow placed them (round-robin)."""
+        out = []
+        for v in self.model.trainable_variables:
+            device = v.value.device
+            task = int(device.split("task:")[1].split("/")[0]) if "task:" in device else -1
+            out.append([v.path, int(np.prod(v.shape)) * 4, task])
+        return out
+
     # -- the fused step (throughput mode) ---------------------------------------------
     def step(self) -> None:
+        if self.spec.strategy == "ps-async":
+            for _ in range(self.spec.workers):
+                self._remote = self.coordinator.schedule(self._remote_step,
+                                                         args=(self._iterator,))
+            return
         if self.feed is not None:
             self.feed.next_batch()
             self.images, self.labels = self.feed.to_device()
@@ -253,10 +304,14 @@ class TensorFlowTrainer:
         self._apply(self._grads)
 
     def synchronize(self) -> None:
-        if self.spec.device == "cuda":
+        if self.spec.strategy == "ps-async":
+            self.coordinator.join()  # every scheduled step has finished on its worker
+        elif self.spec.device == "cuda":
             self.tf.test.experimental.sync_devices()
 
     def loss(self) -> float:
+        if self.spec.strategy == "ps-async":
+            return float(self._remote.fetch()) if self._remote is not None else float("nan")
         return float(self._loss) if self._loss is not None else float("nan")
 
     def parameter_count(self) -> int:
@@ -274,8 +329,11 @@ class TensorFlowTrainer:
                 "layout": self.layout, "device": self.spec.device,
                 "precision": self.spec.precision, "xla": self.xla,
                 "optimizer": "SGD(momentum)", "strategy": self.spec.strategy,
-                "distribution": "MultiWorkerMirroredStrategy" if self.strategy is not None
-                else "none",
+                "distribution": {"allreduce": "MultiWorkerMirroredStrategy",
+                                 "ps-async": "ParameterServerStrategy (asynchronous)"}.get(
+                                     self.spec.strategy, "none"),
+                **({"ps_tasks": self.spec.ps, "ps_placement": "round-robin (no partitioner)"}
+                   if self.spec.strategy == "ps-async" else {}),
                 "training_step": "tf.function + GradientTape"
                 + (" (Horovod DistributedGradientTape)" if self.hvd is not None
                    and self.spec.mode != "breakdown" else ""),

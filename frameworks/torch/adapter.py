@@ -28,6 +28,14 @@ DDP_BUCKET_MB = 25  # DDP's default; breakdown mode's manual allreduce uses the 
 
 
 def resolve_layout(spec: RunSpec) -> str:
+    """channels_last by default; channels_first under Horovod, whose collectives require
+    contiguous tensors (channels_last conv weights and their gradients are not)."""
+    if spec.strategy == "horovod":
+        if spec.layout == "channels_last":
+            raise RuntimeError("layout = 'channels_last' does not work with Horovod 0.28 "
+                               "(it allreduces only contiguous tensors); use auto or "
+                               "channels_first")
+        return "channels_first"
     return "channels_last" if spec.layout == "auto" else spec.layout
 
 
@@ -153,7 +161,7 @@ class TorchTrainer:
         if self.feed is not None:
             self.feed.next_batch()
             self.images, self.labels = self.feed.to_device()
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad()  # set_to_none (the default; Horovod takes no argument)
         with self._autocast():
             loss = self.criterion(self.model(self.images), self.labels)
         self.scaler.scale(loss).backward()
@@ -188,7 +196,7 @@ class TorchTrainer:
         self.labels = self.host_labels.to(self.device, non_blocking=True)
 
     def forward(self) -> None:
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad()  # set_to_none (the default; Horovod takes no argument)
         if self.distributed:  # breakdown: no overlap; gradients are averaged in communicate()
             self._no_sync = self.model.no_sync()
             self._no_sync.__enter__()
