@@ -210,7 +210,8 @@ def test_two_workers_read_disjoint_shards_in_ddp(torch_env, dataset, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (row,) = _runs(db)
     ranks = json.loads(row["manifest_json"])["ranks"]
-    assert ranks["0"]["shard_files"] + ranks["1"]["shard_files"] == 26
+    assert ranks["0"]["shard_files"] + ranks["1"]["shard_files"] == 24  # the valid JPEGs
+    assert ranks["0"]["files"] == ranks["1"]["files"] == 26
     assert row["corrupt_skipped"] == 2 and row["replicas_identical"] == 1
 
 

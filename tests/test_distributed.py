@@ -105,13 +105,15 @@ def test_commbench_sizes():
     assert commbench.parse_sizes("1K,2M") == [1024, 2 * 2**20]
 
 
-@pytest.mark.parametrize("library", ["torch-gloo", pytest.param("mpi", marks=needs_mpi)])
-def test_commbench_bandwidth_is_sensible_and_fit_within_range(torch_env, tmp_path, library):
+@pytest.mark.parametrize("library", ["torch-gloo", pytest.param("mpi", marks=needs_mpi),
+                                     "horovod-gloo", "tf-ring", "mxnet-kvstore"])
+def test_commbench_bandwidth_is_sensible_and_fit_within_range(all_envs, tmp_path, library):
     sizes = commbench.parse_sizes("4..16M")
     with Store(tmp_path / "c.db") as store:
         res = commbench.run(library, 2, sizes, store, iters=5, timeout=300)
         rows = store.comm()
     assert len(rows) == len(sizes) and all(r["wrong"] == 0 for r in rows)
+    assert {r["op"] for r in rows} == {"pushpull" if library == "mxnet-kvstore" else "allreduce"}
     big = [r for r in res.rows if r["bytes"] >= 2**20]
     # large messages move at least 10x more bytes per second than 4-byte ones
     assert min(r["algbw"] for r in big) > 10 * res.rows[0]["algbw"]
@@ -217,3 +219,69 @@ def test_killed_server_tears_down_workers_and_scheduler(all_envs):
     assert time.monotonic() - t0 < 60
     time.sleep(0.3)
     assert all(not tree(pid) for pid in pids.values())
+
+
+def tf_run(env, **kw):
+    spec = RunSpec(**{"framework": "tensorflow", "model": "googlenet", "image_size": 32,
+                      "batch_size": 4, "steps": 8, "warmup": 1, "trials": 1, "num_classes": 10,
+                      "devices_per_node": 2, "threads": 1, "timeout_s": 240, "lr": 0.02,
+                      "loss_every": 1, **kw})
+    procs = plan(spec, PlanContext(env.python, worker_source_root(), "t"))
+    pids: dict[str, int] = {}
+    job = local.launch(procs, timeout=spec.timeout_s,
+                       on_start=lambda tag, pid: pids.__setitem__(tag, pid))
+    job.pids = pids
+    return collect.record(spec, "test", "t", job, host_manifest()), job, procs
+
+
+def _losses(job) -> list[float]:
+    from frameworks import events
+
+    return [v for ev in collect.job_events(job) if ev["event"] == events.LOSS
+            and ev.get("rank", 0) == 0 for v in ev["values"]]
+
+
+def test_tf_multiworker_mirrored_trains_identical_replicas(all_envs):
+    rec, job, procs = tf_run(all_envs["tensorflow"], strategy="allreduce")
+    assert rec.row["status"] == "ok", rec.row["output_tail"]
+    assert rec.row["replicas_identical"] == 1
+    cfg = [json.loads(p.env["TF_CONFIG"]) for p in procs]
+    assert [c["task"]["index"] for c in cfg] == [0, 1]
+    assert len({tuple(c["cluster"]["worker"]) for c in cfg}) == 1
+    losses = _losses(job)
+    assert sum(losses[-3:]) < sum(losses[:3])
+    rec, _, _ = tf_run(all_envs["tensorflow"], strategy="allreduce", mode="breakdown",
+                       model="resnet50", steps=3, loss_every=0)
+    assert rec.row["status"] == "ok", rec.row["output_tail"]
+    assert rec.row["t_comm_s"] > 0.005 and rec.row["replicas_identical"] == 1
+
+
+def test_tf_parameter_server_async_places_variables_on_every_ps(all_envs):
+    rec, job, procs = tf_run(all_envs["tensorflow"], strategy="ps-async", ps=2, trials=2)
+    assert [p.role for p in procs] == ["chief", "worker", "worker", "ps", "ps"]
+    assert [p.service for p in procs] == [False, True, True, True, True]
+    assert rec.row["status"] == "ok", rec.row["output_tail"]
+    rank0 = rec.row["manifest_json"]["ranks"]["0"]
+    assert "asynchronous" in rank0["settings"]["distribution"]
+    placement = rank0["placement"]
+    assert {task for _, _, task in placement} == {0, 1}
+    assert sum(b for _, b, _ in placement) == rec.row["parameters"] * 4
+    losses = _losses(job)
+    assert min(losses[-3:]) < losses[0]
+    assert [p.returncode for p in job.processes] == [0] * 5
+    time.sleep(0.3)
+    for pid in job.pids.values():  # every service was stopped, nothing left behind
+        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(
+            ")")[-1].split()[0] == "Z"
+        assert not tree(pid)
+
+
+def test_tf_ps_breakdown_and_sync_are_reported_unsupported():
+    from frameworks.contract import UnsupportedError, validate
+
+    with pytest.raises(UnsupportedError, match="cannot be timed apart"):
+        validate(RunSpec("tensorflow", "resnet50", devices_per_node=2, strategy="ps-async",
+                         ps=1, mode="breakdown"))
+    with pytest.raises(UnsupportedError, match="SyncReplicasOptimizer"):
+        validate(RunSpec("tensorflow", "resnet50", devices_per_node=2, strategy="ps-sync",
+                         ps=1))

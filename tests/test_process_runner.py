@@ -76,3 +76,16 @@ def test_memory_limit_makes_allocation_fail():
     code = "x = bytearray(400 * 1024 * 1024)"
     job = run_job([proc(0, code, memory_limit_bytes=200 * 1024 * 1024)], timeout=30)
     assert not job.ok and any("MemoryError" in line for line in job.processes[0].lines)
+
+
+def test_services_are_stopped_when_the_job_is_done_and_failures_still_count():
+    """A service (a TensorFlow ps task) serves forever: the job ends when the others do."""
+    server = ProcessSpec("ps", 0, (PY, "-c", "import time; time.sleep(60)"), service=True)
+    t0 = time.monotonic()
+    job = run_job([server, proc(0, "print('trained')")], timeout=30)
+    assert job.ok and time.monotonic() - t0 < 10
+    assert [p.returncode for p in job.processes] == [0, 0]
+    # a service that dies early is a failure of the job
+    dying = ProcessSpec("ps", 0, (PY, "-c", "raise SystemExit(3)"), service=True)
+    job = run_job([dying, proc(0, "import time; time.sleep(20)")], timeout=30)
+    assert not job.ok and job.failed_tag == "ps0"
