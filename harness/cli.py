@@ -94,8 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--retry-failed", action="store_true",
                        help="run again configurations stored as failed or timed out")
     p_run.add_argument("--verbose", "-v", action="store_true", help="stream worker output")
-    p_run.add_argument("--telemetry-interval", type=float, default=0.5, metavar="S",
-                       help="sample CPU, memory (and GPU via NVML) every S seconds (0.5; "
+    p_run.add_argument("--telemetry-interval", type=float, default=1.0, metavar="S",
+                       help="sample CPU, memory (and GPU via NVML) every S seconds (1; "
                             "0: off)")
     _add_spec_flags(p_run)
 

@@ -5,8 +5,8 @@ worker, a parameter server...) the CPU time and resident memory of its whole pro
 tree, so data-loader children count toward the worker that owns them. On hosts with an
 NVIDIA driver it also reads each GPU's utilisation, memory and power through NVML
 (nvidia-ml-py). Nothing runs inside the workers, so the measured job is not disturbed
-beyond one /proc scan per interval (~1 ms here; `make bench` measures the overhead on
-training throughput). Exact per-process peak memory comes from the workers themselves
+beyond reading a few /proc files per interval (`python -m bench.telemetry` measures the
+overhead on training throughput). Exact per-process peak memory comes from the workers themselves
 (getrusage high-water marks, in the DONE event); the samples give the time series.
 """
 
@@ -21,7 +21,8 @@ from runners.process import tree
 
 TICK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
-DEFAULT_INTERVAL_S = 0.5
+DEFAULT_INTERVAL_S = 1.0
+RESCAN_S = 5.0  # full /proc scans (new child processes) at most this often
 
 
 @dataclass
@@ -42,6 +43,7 @@ class Telemetry:
     interval_s: float = DEFAULT_INTERVAL_S
     gpu: bool = False
     launcher_ranks: int = 1  # ranks inside one launcher's tree (mpirun, horovodrun)
+    cpu_seconds: float = 0.0  # CPU time the sampler itself used (its overhead's upper bound)
 
     def _window(self, prefix: str) -> dict[str, list[Sample]]:
         out: dict[str, list[Sample]] = {}
@@ -77,20 +79,22 @@ class Telemetry:
                  s.gpu_power_w) for s in self.samples]
 
 
-def _read_all() -> dict[int, tuple[int, int, int, str, int, int]]:
-    """pid -> (ppid, process group, state, cpu ticks, rss pages) from one /proc pass."""
+def _read(pids) -> dict[int, tuple[int, int, str, int, int]]:
+    """pid -> (ppid, process group, state, cpu ticks, rss pages) for these pids."""
     out = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for pid in pids:
         try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
                 stat = fh.read().decode(errors="replace")
         except OSError:
             continue
         f = stat[stat.rfind(")") + 2:].split()
-        out[int(entry)] = (int(f[1]), int(f[2]), f[0], int(f[11]) + int(f[12]), int(f[21]))
+        out[int(pid)] = (int(f[1]), int(f[2]), f[0], int(f[11]) + int(f[12]), int(f[21]))
     return out
+
+
+def _read_all() -> dict[int, tuple[int, int, str, int, int]]:
+    return _read(e for e in os.listdir("/proc") if e.isdigit())
 
 
 class _Nvml:
@@ -135,6 +139,8 @@ class Sampler:
         self.data.gpu = bool(self._nvml and self._nvml.handles)
         self._stop = threading.Event()
         self._prev: dict[int, tuple[float, int]] = {}
+        self._members: dict[int, list[int]] = {}
+        self._scanned = -RESCAN_S
         self._t0 = time.monotonic()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="telemetry")
 
@@ -157,16 +163,28 @@ class Sampler:
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
             self.tick()
+        self.data.cpu_seconds = time.thread_time()  # this thread's own CPU time, all ticks
 
     def tick(self) -> None:
+        """One sample of every registered tree. The whole of /proc is scanned only every
+        RESCAN_S (to find new children such as loader processes); in between only the
+        known members are read: on a machine whose cores training keeps busy, every
+        millisecond the sampler runs is taken from a training thread."""
         now = time.monotonic()
         t = now - self._t0
-        procs = _read_all()
-        rows = [(pid, v[0], v[1], v[2]) for pid, v in procs.items()]
+        if now - self._scanned >= RESCAN_S or any(r not in self._members
+                                                  for r in self.roots.values()):
+            procs = _read_all()
+            rows = [(pid, v[0], v[1], v[2]) for pid, v in procs.items()]
+            self._members = {root: [root, *tree(root, rows)] for root in self.roots.values()
+                             if root in procs and procs[root][2] != "Z"}
+            self._scanned = now
+        else:
+            procs = _read(p for m in self._members.values() for p in m)
         for tag, root in list(self.roots.items()):
             if root not in procs or procs[root][2] == "Z":
                 continue
-            members = [root, *tree(root, rows)]
+            members = self._members.get(root, [root])
             cores = 0.0
             have_rate = False
             rss = 0

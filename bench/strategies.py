@@ -1,0 +1,72 @@
+"""Data-parallel strategies side by side on the same model (`python -m bench.strategies`):
+PyTorch DDP vs Horovod, TensorFlow MultiWorkerMirrored vs Horovod vs ParameterServer
+(async), MXNet kvstore dist_sync vs Horovod: 2 workers x 1 thread, weak scaling, rounds
+interleaved (every strategy once per round) so machine drift hits all alike. Reported:
+t_iter per strategy and its ratio to the framework's own allreduce (or PS for MXNet).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from frameworks.contract import RunSpec, validate  # noqa: E402
+from frameworks.plan import PlanContext, plan  # noqa: E402
+from harness import collect, envs  # noqa: E402
+from harness.sweep import worker_source_root  # noqa: E402
+from runners import launch  # noqa: E402
+
+CONFIGS = [("torch", "allreduce", 0), ("torch", "horovod", 0),
+           ("tensorflow", "allreduce", 0), ("tensorflow", "horovod", 0),
+           ("tensorflow", "ps-async", 2),
+           ("mxnet", "ps-sync", 2), ("mxnet", "horovod", 0)]
+
+
+def one(fw: str, strategy: str, ps: int, a) -> float:
+    env = envs.find(fw)
+    spec = RunSpec(fw, a.model, batch_size=a.batch, image_size=a.image_size, steps=a.steps,
+                   warmup=2, trials=3, strategy=strategy, ps=ps, devices_per_node=2,
+                   threads=1, timeout_s=900)
+    validate(spec)
+    procs = plan(spec, PlanContext(env.python, worker_source_root(), "bench"))
+    job = launch(spec.resolved_launcher, procs, spec.timeout_s)
+    row = collect.record(spec, "bench", "b", job, {}).row
+    if row["status"] != "ok":
+        raise SystemExit(f"{fw} {strategy}: {row['reason']}\n{row.get('output_tail')}")
+    return row["t_iter_s"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="resnet50")
+    ap.add_argument("--image-size", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=2)
+    a = ap.parse_args()
+    times: dict[tuple, list[float]] = {c: [] for c in CONFIGS}
+    for _ in range(a.rounds):
+        for c in CONFIGS:
+            times[c].append(one(*c, a))
+    out = []
+    for fw in ("torch", "tensorflow", "mxnet"):
+        rows = [(c, statistics.median(times[c])) for c in CONFIGS if c[0] == fw]
+        ref = rows[0][1]
+        for (f, strategy, ps), t in rows:
+            out.append({"framework": f, "strategy": strategy, "ps": ps, "t_iter_s": t,
+                        "vs_reference": t / ref})
+            print(f"{f:<11} {strategy:<10} t_iter {t * 1e3:7.1f} ms  "
+                  f"{2 * a.batch / t:6.1f} images/s  x{t / ref:.2f} vs {rows[0][0][1]}")
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
