@@ -100,8 +100,8 @@ def main() -> int:
         print(f"telemetry every {interval:g} s, {a.framework} {a.model} {a.image_size}px "
               f"b{a.batch}: t_iter on/off = {r['t_iter_on_s'] * 1e3:.1f}/"
               f"{r['t_iter_off_s'] * 1e3:.1f} ms, measured overhead {r['overhead']:+.2%} "
-              f"(between-trial noise is +-5-8% here); the sampler's own CPU = {r['sampler_cpu_share']:.3%} of "
-              f"the machine (target <= 1% at the default 1 s)")
+              f"(between-trial noise is +-5-8% here); the sampler's own CPU = "
+              f"{r['sampler_cpu_share']:.3%} of the machine (target <= 1% at the default 1 s)")
     print(json.dumps(out))
     return 0
 
