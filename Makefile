@@ -10,10 +10,11 @@ help:
 	@echo "make demo       set up, run the default benchmark, write $(RESULTS)/report.html"
 	@echo "make test       set up and run the whole test suite (what CI runs)"
 	@echo "make test-fast  tests without the slow ones"
-	@echo "make bench      benchmarks of the harness itself (bench/)"
+	@echo "make bench      benchmarks of the harness itself (bench/, ~25 min)"
 
 demo:
-	@venv=$$(harness/bootstrap.sh); \
+	@harness/system-deps.sh --runtime; \
+	venv=$$(harness/bootstrap.sh); \
 	$$venv/bin/dnnbench env setup $(FRAMEWORKS); \
 	$$venv/bin/dnnbench run --experiment experiments/default.toml \
 	    --db $(RESULTS)/default.db --csv $(RESULTS)/default.csv --report $(RESULTS)/report.html
@@ -32,9 +33,13 @@ lint:
 	@venv=$$(harness/bootstrap.sh); $$venv/bin/ruff check .
 
 bench:
-	@venv=$$(harness/bootstrap.sh); \
+	@harness/system-deps.sh --runtime; \
+	venv=$$(harness/bootstrap.sh); \
 	$$venv/bin/dnnbench env setup $(FRAMEWORKS); \
-	$$venv/bin/python bench/run.py
+	$$venv/bin/python bench/run.py; \
+	$$venv/bin/python -m bench.telemetry; \
+	$$venv/bin/python -m bench.comm_ratio; \
+	$$venv/bin/python -m bench.strategies
 
 clean-results:
 	rm -rf $(RESULTS)

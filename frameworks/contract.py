@@ -70,12 +70,17 @@ SUPPORT: dict[str, FrameworkSupport] = {
         xla=True),
     "mxnet": FrameworkSupport(
         display="MXNet", strategies=("single", "horovod", "ps-sync", "ps-async"),
-        import_name="mxnet"),
+        import_name="mxnet",
+        unsupported={"allreduce": "MXNet's own allreduce (kvstore 'device'/'nccl') reduces "
+                                  "across the GPUs of one process; across processes MXNet "
+                                  "aggregates through its parameter server (ps-sync) or "
+                                  "Horovod (strategy 'horovod')"}),
 }
 
 
 #: Fields added after the first release, with their defaults (see RunSpec.config_hash).
-LATER_FIELDS: dict[str, Any] = {"data": "", "loader_workers": 2, "launcher": "auto"}
+LATER_FIELDS: dict[str, Any] = {"data": "", "loader_workers": 2, "launcher": "auto",
+                                "link": ""}
 
 
 class SpecError(ValueError):
@@ -119,6 +124,9 @@ class RunSpec:
     data: str = ""  # ImageNet-style folder (class dirs of JPEGs); "" = synthetic data
     loader_workers: int = 2  # data-loader worker processes / threads per training worker
     launcher: str = "auto"  # see LAUNCHERS
+    #: "" runs every process on this host; a rate ("1gbit") or "unshaped" runs each node
+    #: in its own emulated host (runners/emulated.py) joined by a link of that rate
+    link: str = ""
 
     @property
     def workers(self) -> int:
@@ -227,6 +235,16 @@ def validate(spec: RunSpec) -> None:
     if spec.data and spec.strategy in sup.data_unsupported:
         raise UnsupportedError(f"data is unsupported for {spec.framework} {spec.strategy}: "
                                f"{sup.data_unsupported[spec.strategy]}")
+    if spec.link:
+        from runners.emulated import ClusterError, rate_bits
+
+        try:
+            rate_bits(spec.link)
+        except ClusterError as exc:
+            raise SpecError(str(exc)) from None
+        if spec.resolved_launcher != "local":
+            raise UnsupportedError(f"link = {spec.link!r} (emulated hosts) runs with the "
+                                   f"local launcher only, not {spec.resolved_launcher!r}")
     _choice("launcher", spec.launcher, LAUNCHERS)
     launcher = spec.resolved_launcher
     if spec.strategy == "horovod" and launcher == "local":

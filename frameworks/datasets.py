@@ -95,8 +95,9 @@ def shard_indices(total: int, rank: int, world: int) -> range:
     return range(rank, total, world)
 
 
-def scan(root: str, rank: int = 0, world: int = 1) -> Listing:
-    """This worker's shard, with files that are not complete JPEGs skipped and counted.
+def scan(root: str, rank: int = 0, world: int = 1, batch_size: int = 0) -> Listing:
+    """This worker's shard, with files that are not complete JPEGs skipped and counted;
+    with `batch_size`, DatasetError unless the shard fills at least one batch.
 
     Only the shard's files are opened, so each worker checks 1/world of a large dataset.
     """
@@ -112,6 +113,10 @@ def scan(root: str, rank: int = 0, world: int = 1) -> Listing:
     if not items:
         raise DatasetError(f"data = {root!r}: none of the {len(corrupt)} files of worker "
                            f"{rank}'s shard is a complete JPEG")
+    if len(items) < batch_size:
+        raise DatasetError(f"worker {rank}'s shard of {root} has {len(items)} images, fewer "
+                           f"than one batch of {batch_size}: use more images or a smaller "
+                           "batch")
     return Listing(root, classes, items, len(files), corrupt)
 
 

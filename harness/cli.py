@@ -56,6 +56,10 @@ def _add_spec_flags(p: argparse.ArgumentParser) -> None:
                                   "instead of synthetic data; see `dnnbench data make`")
     g.add_argument("--loader-workers", type=int,
                    help="data-loader processes/threads per worker (2; 0: in the worker)")
+    g.add_argument("--launcher", choices=["auto", "local", "mpirun", "horovodrun"],
+                   help="how processes start (auto: horovodrun for horovod, else local)")
+    g.add_argument("--link", help="run each node in an emulated host joined at this rate "
+                                  "(1gbit, 2gbit, unshaped; needs root; see dnnbench cluster)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -165,7 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
     p_cb.add_argument("--ranks", type=int, default=2)
     p_cb.add_argument("--sizes", default="4..128M", help="'4..128M' (x4 steps) or '1K,1M,64M'")
     p_cb.add_argument("--iters", type=int, default=10, help="timed repetitions per size")
-    p_cb.add_argument("--link", default="local", help="label for the link being measured")
+    p_cb.add_argument("--link", default="local",
+                      help="label for the link being measured; with --hosts, the emulated "
+                           "link rate (1gbit, unshaped...)")
+    p_cb.add_argument("--hosts", type=int, default=0,
+                      help="run the ranks across this many emulated hosts (needs root)")
     p_cb.add_argument("--db", default=DEFAULT_DB)
     p_cb.add_argument("--timeout", type=float, default=600)
 
@@ -223,6 +231,25 @@ def build_parser() -> argparse.ArgumentParser:
     p_check.add_argument("--loader-workers", type=int, default=2)
     p_check.add_argument("--json", help="also write every rank's report here")
 
+    p_cl = sub.add_parser(
+        "cluster", help="an emulated multi-host cluster on this machine (namespaces + tc)",
+        description="Emulated hosts: network namespaces dnb-h0..N-1 (10.77.0.1..) joined by "
+                    "veth pairs through a bridge, each host's link shaped with tc tbf. No "
+                    "netem here: rates only, latency cannot be emulated. Needs root. Runs "
+                    "with a `link` field create (and remove) one themselves.",
+        epilog="examples:\n  dnnbench cluster up --hosts 2 --link 1gbit\n  dnnbench cluster "
+               "status\n  dnnbench run --framework torch --model resnet50 --strategy "
+               "allreduce --nodes 2 --link 1gbit\n  dnnbench commbench --library torch-gloo "
+               "--hosts 2 --link 1gbit\n  dnnbench cluster down",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    cl_sub = p_cl.add_subparsers(dest="cluster_command", metavar="ACTION")
+    p_up = cl_sub.add_parser("up", help="create N hosts (replacing any previous cluster)")
+    p_up.add_argument("--hosts", type=int, default=2)
+    p_up.add_argument("--link", default="unshaped", help="rate per host: 1gbit, 500mbit, "
+                                                          "unshaped (default)")
+    cl_sub.add_parser("down", help="remove every emulated host (idempotent)")
+    cl_sub.add_parser("status", help="hosts, addresses, shaped rates, interface bytes")
+
     p_plan = sub.add_parser("plan", help="show an experiment's runs before running it")
     p_plan.add_argument("experiment_file")
     p_plan.add_argument("--db", help="also show which runs are already stored (resume)")
@@ -233,7 +260,7 @@ def _spec_overrides(args: argparse.Namespace) -> dict[str, Any]:
     keys = ("framework", "model", "batch_size", "image_size", "num_classes", "steps", "warmup",
             "trials", "mode", "device", "precision", "layout", "threads", "timeout_s", "label",
             "strategy", "nodes", "devices_per_node", "ps", "memory_limit_mb", "xla", "data",
-            "loader_workers")
+            "loader_workers", "launcher", "link")
     return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
 
 
@@ -395,6 +422,31 @@ def cmd_data(args: argparse.Namespace) -> int:
                  for r in results], indent=1))
         return 0 if agree else 1
     raise UserError("data needs an action: make or check (see dnnbench data --help)")
+
+
+def cmd_cluster(args: argparse.Namespace) -> int:
+    from runners import emulated
+
+    try:
+        if args.cluster_command == "up":
+            c = emulated.up(args.hosts, args.link)
+            print(f"{len(c.hosts)} emulated hosts up, link {c.link}: "
+                  + ", ".join(f"{h}={a}" for h, a in zip(c.hosts, c.addresses)))
+        elif args.cluster_command == "down":
+            gone = emulated.down()
+            print(f"removed {len(gone)} emulated host(s)" if gone else "no emulated hosts")
+        elif args.cluster_command == "status":
+            rows = emulated.status()
+            if not rows:
+                print("no emulated hosts (dnnbench cluster up --hosts N)")
+            for r in rows:
+                print(f"{r['host']:<8} {r['address']:<11} rate {r['rate']:<9} "
+                      f"tx {r['tx_bytes']:>12,} B  rx {r['rx_bytes']:>12,} B")
+        else:
+            raise UserError("cluster needs an action: up, down or status")
+    except emulated.ClusterError as exc:
+        raise UserError(str(exc)) from None
+    return 0
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -559,11 +611,14 @@ def cmd_commbench(args: argparse.Namespace) -> int:
     with Store(args.db) as store:
         for library in [x.strip() for x in args.library.split(",") if x.strip()]:
             try:
+                link = "unshaped" if args.hosts and args.link == "local" else args.link
                 res = commbench.run(library, args.ranks, sizes, store, args.iters,
-                                    args.timeout, args.link)
+                                    args.timeout, link, hosts=args.hosts)
             except (commbench.CommbenchError, RuntimeError) as exc:
                 raise UserError(str(exc).splitlines()[0]) from None
-            print(f"# {library} allreduce, {args.ranks} ranks, link {args.link}")
+            print(f"# {library} {res.rows[0]['op']}, {args.ranks} ranks"
+                  + (f" on {args.hosts} emulated hosts" if args.hosts else "")
+                  + f", link {res.rows[0]['link']}")
             print(f"{'bytes':>12} {'time us':>11} {'algbw GB/s':>11} {'busbw GB/s':>11} "
                   f"{'#wrong':>7}")
             for r in res.rows:
@@ -631,7 +686,7 @@ def cmd_paper(args: argparse.Namespace) -> int:
 COMMANDS = {"env": cmd_env, "models": cmd_models, "run": cmd_run, "report": cmd_report,
             "results": cmd_results, "predict": cmd_predict, "ps-placement": cmd_ps_placement,
             "paper": cmd_paper, "commbench": cmd_commbench, "plan": cmd_plan,
-            "verify": cmd_verify, "data": cmd_data}
+            "verify": cmd_verify, "data": cmd_data, "cluster": cmd_cluster}
 
 
 def main(argv: list[str] | None = None) -> int:

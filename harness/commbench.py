@@ -9,6 +9,7 @@ the performance model then uses in place of a nominal link profile.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 
 from frameworks import events
@@ -16,7 +17,7 @@ from frameworks.plan import PlanContext, free_port, worker_env
 from harness import collect, envs
 from harness.perfmodel.network import Link, bus_bandwidth, fit_alpha_beta
 from harness.store import Store
-from runners import horovodrun, local, mpirun
+from runners import emulated, horovodrun, local, mpirun
 from runners.spec import JobResult, ProcessSpec
 
 #: library -> (framework environment it runs in, launcher)
@@ -62,7 +63,10 @@ def parse_sizes(text: str) -> list[int]:
 
 
 def plan(library: str, ranks: int, sizes: list[int], python: str, source_root: str,
-         iters: int, timeout: float) -> list[ProcessSpec]:
+         iters: int, timeout: float, hosts: tuple[str, ...] = ("127.0.0.1",)
+         ) -> list[ProcessSpec]:
+    """Rank r on hosts[r % len(hosts)]; MXNet's servers likewise, its scheduler on the
+    first host."""
     job = json.dumps({"library": library, "sizes": sizes, "iters": iters, "warmup": 2,
                       "timeout_s": timeout})
     port = str(free_port())
@@ -70,19 +74,22 @@ def plan(library: str, ranks: int, sizes: list[int], python: str, source_root: s
 
     framework = LIBRARIES[library][0]
     spec = RunSpec(framework, "resnet50", devices_per_node=ranks, strategy="allreduce")
-    ctx = PlanContext(python, source_root, "commbench")
+    per_host = -(-ranks // len(hosts))
+    ctx = PlanContext(python, source_root, "commbench", hosts=hosts,
+                      cores_per_host=max(1, (os.cpu_count() or 1) // len(hosts)))
     out = []
-    tf_workers = [f"127.0.0.1:{free_port()}" for _ in range(ranks)] \
+    tf_workers = [f"{ctx.host_of(rank)}:{free_port()}" for rank in range(ranks)] \
         if library.startswith("tf-") else []
     for rank in range(ranks):
-        env = worker_env(spec, ctx, rank, rank, ranks)
-        env.update(DNNBENCH_COMM=job, MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
+        env = worker_env(spec, ctx, rank, rank // len(hosts), per_host)
+        env.update(DNNBENCH_COMM=job, MASTER_ADDR=ctx.host_of(0), MASTER_PORT=port,
                    RANK=str(rank), WORLD_SIZE=str(ranks), LOCAL_RANK=str(rank))
         if tf_workers:
             from frameworks.tensorflow.plan import QUIET, tf_config
 
             env.update(QUIET, TF_CONFIG=tf_config(tf_workers, rank))
-        out.append(ProcessSpec("rank", rank, (python, "-m", "frameworks.commbench"), env))
+        out.append(ProcessSpec("rank", rank, (python, "-m", "frameworks.commbench"), env,
+                               host=ctx.host_of(rank)))
     if library == "mxnet-kvstore":
         # one server per worker, co-located: the parameter-server layout of both papers
         from frameworks.mxnet.plan import dmlc_env
@@ -92,9 +99,11 @@ def plan(library: str, ranks: int, sizes: list[int], python: str, source_root: s
         serve = (python, "-c", "import mxnet")
         quiet = {"OMP_NUM_THREADS": "1", "PYTHONNOUSERSITE": "1"}
         roles = [ProcessSpec("scheduler", 0, serve,
-                             {**quiet, **dmlc_env(ps_spec, ctx, "scheduler", port)})]
+                             {**quiet, **dmlc_env(ps_spec, ctx, "scheduler", port)},
+                             host=ctx.host_of(0))]
         roles += [ProcessSpec("server", i, serve,
-                              {**quiet, **dmlc_env(ps_spec, ctx, "server", port)})
+                              {**quiet, **dmlc_env(ps_spec, ctx, "server", port)},
+                              host=ctx.host_of(i))
                   for i in range(ranks)]
         for p in out:
             p.env.update(dmlc_env(ps_spec, ctx, "worker", port))
@@ -104,7 +113,10 @@ def plan(library: str, ranks: int, sizes: list[int], python: str, source_root: s
 
 def run(library: str, ranks: int, sizes: list[int], store: Store | None = None,
         iters: int = 10, timeout: float = 600, link_label: str = "local",
-        experiment: str = "commbench", source_root: str | None = None) -> CommResult:
+        experiment: str = "commbench", source_root: str | None = None,
+        hosts: int = 0) -> CommResult:
+    """The size sweep through one library; with `hosts`, across that many emulated hosts
+    joined at `link_label` (a rate such as 1gbit, or unshaped)."""
     if library not in LIBRARIES:
         raise CommbenchError(f"unknown library {library!r}; known: {', '.join(LIBRARIES)}")
     if ranks < 2:
@@ -115,14 +127,41 @@ def run(library: str, ranks: int, sizes: list[int], store: Store | None = None,
         from harness.sweep import worker_source_root
 
         source_root = worker_source_root()
-    procs = plan(library, ranks, sizes, env.python, source_root, iters, timeout)
+    if not hosts:
+        procs = plan(library, ranks, sizes, env.python, source_root, iters, timeout)
+        job = _launch(launcher, procs, timeout)
+    else:
+        if launcher != "local":
+            raise CommbenchError(f"{library} cannot run across emulated hosts yet (its "
+                                 f"launcher, {launcher}, needs a launch agent); use "
+                                 "torch-gloo, tf-ring or mxnet-kvstore")
+        try:
+            cluster, made = emulated.ensure(hosts, link_label)
+        except emulated.ClusterError as exc:
+            raise CommbenchError(str(exc)) from None
+        try:
+            procs = plan(library, ranks, sizes, env.python, source_root, iters, timeout,
+                         tuple(cluster.addresses))
+            job = _launch(launcher, [emulated.inside(p, cluster) for p in procs], timeout)
+        finally:
+            if made:
+                emulated.down()
+    return _result(library, ranks, job, store, link_label, experiment, max(1, hosts))
+
+
+def _launch(launcher: str, procs: list[ProcessSpec], timeout: float) -> JobResult:
     if launcher == "mpirun":
-        job: JobResult = mpirun.launch(procs, timeout)
+        job = mpirun.launch(procs, timeout)
     elif launcher.startswith("horovodrun"):
         job = horovodrun.launch(procs, timeout, controller="mpi" if launcher.endswith("mpi")
                                 else "gloo")
     else:
         job = local.launch(procs, timeout)
+    return job
+
+
+def _result(library: str, ranks: int, job: JobResult, store: Store | None, link_label: str,
+            experiment: str, nodes: int) -> CommResult:
     evs = collect.job_events(job)
     errors = [e["reason"] for e in evs if e["event"] == events.ERROR]
     if not job.ok or errors:
@@ -144,7 +183,7 @@ def run(library: str, ranks: int, sizes: list[int], store: Store | None = None,
         t = max(by_size[nbytes]["times"])
         rows.append({"run_id": run_id, "started": started, "experiment": experiment,
                      "library": library, "op": ops.get(nbytes, "allreduce"), "ranks": ranks,
-                     "nodes": 1,
+                     "nodes": nodes,
                      "link": link_label, "bytes": nbytes, "median_s": t,
                      "algbw": nbytes / t, "busbw": bus_bandwidth(ranks, nbytes, t),
                      "wrong": by_size[nbytes]["wrong"],

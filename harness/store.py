@@ -60,6 +60,8 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
     ("t_backward_s", "REAL", "s", "breakdown: median backward time"),
     ("t_comm_s", "REAL", "s", "breakdown: median gradient aggregation time (no overlap)"),
     ("t_update_s", "REAL", "s", "breakdown: median optimizer update time"),
+    ("link", "TEXT", "", "emulated inter-host link rate (e.g. 1gbit, unshaped); empty: "
+     "all processes on this host"),
     ("data", "TEXT", "", "input: 'synthetic' or the dataset folder of a real pipeline"),
     ("loader_workers", "INTEGER", "", "data-loader processes/threads per worker (real data)"),
     ("corrupt_skipped", "INTEGER", "files", "dataset files skipped as not complete JPEGs "

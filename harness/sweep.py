@@ -8,6 +8,7 @@ written in one transaction, so stopping at any point keeps every finished result
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import sys
 from dataclasses import dataclass, replace
@@ -25,6 +26,7 @@ from harness.manifest import host_manifest
 from harness.progress import Progress
 from harness.store import RunRecord, Store
 from harness.telemetry import DEFAULT_INTERVAL_S, Sampler
+from runners import emulated
 
 
 @dataclass
@@ -100,57 +102,86 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
                   f"stored{hint}, {len(todo)} to go")
     source_root = worker_source_root()
     host = host_manifest()
-    for i, planned in enumerate(todo, start=1):
-        spec = planned.spec
-        prog.start(i, describe(spec))
-        if planned.skip_reason:
-            store.add(RunRecord(collect.base_row(spec, exp.name, collect.new_run_id(),
-                                                 "skipped", planned.skip_reason,
-                                                 {"host": host})))
-            summary.skipped += 1
-            prog.end(f"skipped: {planned.skip_reason}", measured=False)
-            continue
-        env = environments[(spec.framework, variant_for(spec.device))]
-        run_id = collect.new_run_id()
-        procs = plan(spec, PlanContext(env.python, source_root, run_id))
-        if spec.memory_limit_mb:
-            procs = [replace(p, memory_limit_bytes=spec.memory_limit_mb * 2**20) for p in procs]
+    made_cluster = False
+    try:
+        for i, planned in enumerate(todo, start=1):
+            spec = planned.spec
+            prog.start(i, describe(spec))
+            if planned.skip_reason:
+                store.add(RunRecord(collect.base_row(spec, exp.name, collect.new_run_id(),
+                                                     "skipped", planned.skip_reason,
+                                                     {"host": host})))
+                summary.skipped += 1
+                prog.end(f"skipped: {planned.skip_reason}", measured=False)
+                continue
+            env = environments[(spec.framework, variant_for(spec.device))]
+            run_id = collect.new_run_id()
+            ctx = PlanContext(env.python, source_root, run_id)
+            cluster = None
+            if spec.link:  # one emulated host per node, joined by a link of this rate
+                try:
+                    cluster, made = emulated.ensure(spec.nodes, spec.link)
+                except emulated.ClusterError as exc:
+                    store.add(RunRecord(collect.base_row(spec, exp.name, run_id, "failed",
+                                                         str(exc), {"host": host})))
+                    summary.failed += 1
+                    prog.end(f"failed: {exc}", measured=False)
+                    continue
+                made_cluster = made_cluster or made
+                ctx = PlanContext(env.python, source_root, run_id, hosts=tuple(cluster.addresses),
+                                  cores_per_host=max(1, (os.cpu_count() or 1) // spec.nodes))
+            procs = plan(spec, ctx)
+            if cluster is not None:
+                procs = [emulated.inside(p, cluster) for p in procs]
+                counters = {ns: emulated.interface_bytes(ns) for ns in cluster.hosts}
+            if spec.memory_limit_mb:
+                procs = [replace(p, memory_limit_bytes=spec.memory_limit_mb * 2**20) for p in procs]
 
-        sampler = (Sampler(telemetry_interval_s, launcher_ranks=spec.workers)
-                   if telemetry_interval_s > 0 else None)
+            sampler = (Sampler(telemetry_interval_s, launcher_ranks=spec.workers)
+                       if telemetry_interval_s > 0 else None)
 
-        def on_line(tag: str, line: str, spec=spec, sampler=sampler) -> None:
-            if stream_output:
-                print(f"  [{tag}] {line}", file=sys.stderr)
-            if sampler is not None and '"event":"model"' in line:
-                sampler.measuring()  # start-up (imports, model build) is over: warm-up begins
-            if '"event":"trial"' in line and '"rank":0' in line:
-                ev = events.parse(line) if '"paired"' not in line else None
-                if ev:
-                    prog.trial(ev["trial"] + 1, spec.trials)
+            def on_line(tag: str, line: str, spec=spec, sampler=sampler) -> None:
+                if stream_output:
+                    print(f"  [{tag}] {line}", file=sys.stderr)
+                if sampler is not None and '"event":"model"' in line:
+                    sampler.measuring()  # start-up (imports, model build) is over: warm-up begins
+                if '"event":"trial"' in line and '"rank":0' in line:
+                    ev = events.parse(line) if '"paired"' not in line else None
+                    if ev:
+                        prog.trial(ev["trial"] + 1, spec.trials)
 
-        if sampler is not None:
-            sampler.start()
-        try:
-            job = runners.launch(spec.resolved_launcher, procs, spec.timeout_s,
-                                 on_line=on_line, on_start=sampler.add if sampler else None)
-        except KeyboardInterrupt:
-            summary.interrupted = True
-            prog.end("interrupted; every finished run is stored, rerun the same command to "
-                     "resume", measured=False)
-            break
-        finally:
-            telemetry = sampler.stop() if sampler is not None else None
-        rec = collect.record(spec, exp.name, run_id, job, host, telemetry)
-        store.add(rec)
-        row = rec.row
-        if row["status"] == "ok":
-            summary.ok += 1
-            prog.end(f"{row['images_per_s']:.1f} images/s, t_iter {row['t_iter_s'] * 1e3:.1f} ms"
-                     f" (jitter {row['jitter'] * 100:.1f}%)"
-                     + (f"; still settling: first trial {row['settling']:+.0%} vs the rest"
-                        if (row.get("settling") or 0) > SETTLING_WARN else ""))
-        else:
-            summary.failed += 1
-            prog.end(f"{row['status']}: {row['reason']}")
+            if sampler is not None:
+                sampler.start()
+            try:
+                job = runners.launch(spec.resolved_launcher, procs, spec.timeout_s,
+                                     on_line=on_line, on_start=sampler.add if sampler else None)
+            except KeyboardInterrupt:
+                summary.interrupted = True
+                prog.end("interrupted; every finished run is stored, rerun the same command to "
+                         "resume", measured=False)
+                break
+            finally:
+                telemetry = sampler.stop() if sampler is not None else None
+            run_host = host
+            if cluster is not None:
+                after = {ns: emulated.interface_bytes(ns) for ns in cluster.hosts}
+                run_host = {**host, "emulated": {
+                    "link": cluster.link, "hosts": dict(zip(cluster.hosts, cluster.addresses)),
+                    "bytes": {ns: {k: after[ns][k] - counters[ns][k] for k in after[ns]}
+                              for ns in cluster.hosts}}}
+            rec = collect.record(spec, exp.name, run_id, job, run_host, telemetry)
+            store.add(rec)
+            row = rec.row
+            if row["status"] == "ok":
+                summary.ok += 1
+                prog.end(f"{row['images_per_s']:.1f} images/s, t_iter "
+                         f"{row['t_iter_s'] * 1e3:.1f} ms (jitter {row['jitter'] * 100:.1f}%)"
+                         + (f"; still settling: first trial {row['settling']:+.0%} vs the rest"
+                            if (row.get("settling") or 0) > SETTLING_WARN else ""))
+            else:
+                summary.failed += 1
+                prog.end(f"{row['status']}: {row['reason']}")
+    finally:
+        if made_cluster:  # a cluster this sweep created goes away with it
+            emulated.down()
     return summary

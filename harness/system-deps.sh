@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
 # Install the system packages dnnbench's launchers and tests use (Debian/Ubuntu, as root),
 # only those missing: idempotent and quick when everything is present.
-#   Open MPI   mpirun launcher, mpi4py commbench (Debian 12: 4.1.4)
-#   Chromium   the report's browser test (headless)
+#   Open MPI   mpirun launcher, mpi4py commbench, Horovod's MPI controller (Debian 12: 4.1.4)
+#   cmake, g++ Horovod is compiled into each framework environment (dnnbench env setup)
+#   Chromium   the report's browser test (headless); skipped with --runtime
 set -euo pipefail
 need=()
-command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin libopenmpi-dev)
-command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
+command -v mpicc >/dev/null 2>&1 || need+=(libopenmpi-dev)
+command -v cmake >/dev/null 2>&1 || need+=(cmake)
+command -v g++ >/dev/null 2>&1 || need+=(g++)
+command -v make >/dev/null 2>&1 || need+=(make)
+if [ "${1:-}" != "--runtime" ]; then
+  command -v chromium >/dev/null 2>&1 || need+=(chromium)
+fi
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" -ne 0 ]; then
   echo "dnnbench: missing system packages: ${need[*]}; install them (as root): apt-get install ${need[*]}" >&2

@@ -66,7 +66,8 @@ def synthetic(r: dict) -> bool:
 
 def config(r: dict) -> str:
     return (f"b{r['batch_size']} {r['image_size']}px {r['device']} {r['precision']}"
-            + ("" if synthetic(r) else " real data"))
+            + ("" if synthetic(r) else " real data")
+            + (f" {r['nodes']} hosts @ {r['link']}" if r.get("link") else ""))
 
 
 def shootout(ok: list[dict]) -> Table:

@@ -126,3 +126,28 @@ def test_killed_horovod_rank_tears_down_everything(all_envs):
     assert not job.ok and time.monotonic() - t0 < 90
     time.sleep(0.5)
     assert not tree(roots["horovodrun0"])
+
+
+def test_horovod_sweep_from_the_cli_records_telemetry(all_envs, tmp_path):
+    """`dnnbench run` end to end: horovodrun by default, mpirun on request."""
+    import sqlite3
+
+    from tests.conftest import run_cli
+
+    db = str(tmp_path / "r.db")
+    common = ("run", "--framework", "mxnet", "--model", "googlenet", "--image-size", "32",
+              "--batch", "4", "--steps", "3", "--warmup", "1", "--trials", "2", "--classes",
+              "10", "--strategy", "horovod", "--devices-per-node", "2", "--threads", "1",
+              "--db", db, "--telemetry-interval", "0.2")
+    proc = run_cli(*common)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    if shutil.which("mpirun"):
+        proc = run_cli(*common, "--launcher", "mpirun")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    conn = sqlite3.connect(db)
+    rows = conn.execute("SELECT status, replicas_identical, cpu_cores_per_worker, spec_json "
+                        "FROM runs").fetchall()
+    assert all(r[0] == "ok" and r[1] == 1 for r in rows)
+    assert all(r[2] is not None and 0.05 < r[2] < 4 for r in rows)
+    tags = {t for (t,) in conn.execute("SELECT DISTINCT tag FROM telemetry")}
+    assert "horovodrun0" in tags

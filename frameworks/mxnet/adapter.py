@@ -29,9 +29,9 @@ def environment(spec: RunSpec) -> dict[str, Any]:
                            "cuda_build": features.is_enabled("CUDA"),
                            "omp_num_threads": os.environ.get("OMP_NUM_THREADS", "")}
     if spec.strategy == "horovod":
-        import horovod
+        from frameworks.horovod import build_info
 
-        env["horovod"] = horovod.__version__
+        env.update(build_info("horovod.mxnet"))
     if spec.device == "cuda":
         env.update(gpus=mx.context.num_gpus(), cudnn_build=features.is_enabled("CUDNN"),
                    nccl_build=features.is_enabled("NCCL"))

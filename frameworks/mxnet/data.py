@@ -41,12 +41,8 @@ class Feed:
         from mxnet.gluon.data.vision import transforms
 
         self.mx = mx
-        self.listing = scan(spec.data, rank, world)
+        self.listing = scan(spec.data, rank, world, 0 if once else spec.batch_size)
         items = self.listing.items
-        if not once and len(items) < spec.batch_size:
-            raise DatasetError(f"worker {rank}'s shard of {spec.data} has {len(items)} "
-                               f"images, fewer than one batch of {spec.batch_size}: use more "
-                               "images or a smaller batch")
         self.ctx = ctx or mx.cpu()
         self.workers = spec.loader_workers
         augment = transforms.Compose([

@@ -57,9 +57,9 @@ def environment(spec: RunSpec) -> dict[str, Any]:
     if spec.device == "cuda":
         env.update(cuda=info.get("cuda_version"), cudnn=info.get("cudnn_version"))
     if spec.strategy == "horovod":
-        import horovod
+        from frameworks.horovod import build_info
 
-        env["horovod"] = horovod.__version__
+        env.update(build_info("horovod.tensorflow"))
     return env
 
 

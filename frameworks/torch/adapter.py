@@ -48,9 +48,9 @@ def environment(spec: RunSpec) -> dict[str, Any]:
         "cuda_available": torch.cuda.is_available(),
     }
     if spec.strategy == "horovod":
-        import horovod
+        from frameworks.horovod import build_info
 
-        env["horovod"] = horovod.__version__
+        env.update(build_info("horovod.torch"))
     if spec.device == "cuda" and torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         env.update(cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version(),

@@ -64,11 +64,7 @@ class Feed:
     def __init__(self, spec: RunSpec, rank: int, world: int, device: torch.device,
                  memory_format: torch.memory_format = torch.contiguous_format,
                  once: bool = False) -> None:
-        self.listing = scan(spec.data, rank, world)
-        if not once and len(self.listing.items) < spec.batch_size:
-            raise DatasetError(f"worker {rank}'s shard of {spec.data} has "
-                               f"{len(self.listing.items)} images, fewer than one batch of "
-                               f"{spec.batch_size}: use more images or a smaller batch")
+        self.listing = scan(spec.data, rank, world, 0 if once else spec.batch_size)
         self.device = device
         self.memory_format = memory_format
         workers = spec.loader_workers

@@ -1,0 +1,222 @@
+"""An emulated cluster on one machine: network namespaces joined by veth pairs through a
+bridge, one namespace per "host", each host's link rate shaped with tc.
+
+    up(4, "1gbit")  ->  dnb-h0..dnb-h3 with 10.77.0.1..4 on eth0, 1 Gbit/s each way
+    down()          ->  removes every namespace, the bridge and the guard route
+
+Safety (DESIGN.md §9): before any lab address exists, an `unreachable` route for the lab
+subnet is installed in the root namespace, so traffic to lab addresses can never leave by
+the default route; it is removed last. Lab traffic only flows between the project's own
+namespaces. The subnet avoids 10.255.0.0/16 (the machine's resolver).
+
+Rates use `tbf` on both ends of each host's veth (egress of the host and of the bridge
+port towards it). This kernel has no `netem`, so latency cannot be emulated: a link
+profile with latency is refused with that reason. Requires root.
+
+Processes run inside a host with `nsenter --net=/run/netns/NAME` (not `ip netns exec`,
+which remounts /sys: slurmd and some tools die there).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from runners.spec import ProcessSpec
+
+PREFIX = "dnb-h"  # namespace names: dnb-h0, dnb-h1, ...
+BRIDGE = "dnbbr0"
+SUBNET = "10.77.0.0/24"
+STATE = Path(os.environ.get("DNNBENCH_CLUSTER_STATE", "/run/dnnbench/cluster.json"))
+RATE = re.compile(r"^(\d+(?:\.\d+)?)(k|m|g)?bit$")
+
+
+class ClusterError(RuntimeError):
+    """The emulated cluster cannot be created or used; the message says why and the fix."""
+
+
+@dataclass
+class Cluster:
+    hosts: list[str]  # namespace names
+    addresses: list[str]  # lab address of each host
+    link: str  # "unshaped" or a tc rate such as "1gbit"
+    created: str
+
+    def namespace_of(self, address: str) -> str:
+        if address not in self.addresses:
+            raise ClusterError(f"{address} is not an emulated host; hosts: "
+                               f"{', '.join(self.addresses)}")
+        return self.hosts[self.addresses.index(address)]
+
+
+def rate_bits(link: str) -> int | None:
+    """Bits per second of a link name ('1gbit', '500mbit'), None for 'unshaped'."""
+    if link == "unshaped":
+        return None
+    m = RATE.match(link.lower())
+    if not m:
+        raise ClusterError(f"link = {link!r} is not a rate like 1gbit, 2gbit, 500mbit or "
+                           "'unshaped' (latency cannot be emulated here: no netem)")
+    return int(float(m.group(1)) * {None: 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)])
+
+
+def address(i: int) -> str:
+    return f"10.77.0.{i + 1}"
+
+
+def _ip(*args: str, ns: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    cmd = (["ip", "-n", ns] if ns else ["ip"]) + list(args)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if check and proc.returncode:
+        raise ClusterError(f"{' '.join(cmd)} failed: {proc.stderr.strip()}")
+    return proc
+
+
+def _tc(*args: str, ns: str | None = None) -> None:
+    cmd = (["ip", "netns", "exec", ns] if ns else []) + ["tc", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode:
+        raise ClusterError(f"{' '.join(cmd)} failed: {proc.stderr.strip()}")
+
+
+def tbf_args(bits: int) -> list[str]:
+    """tbf for a rate: the bucket holds >= 1 timer tick of traffic (HZ may be 100)."""
+    burst = max(bits // 8 // 100, 64 * 1024)
+    return ["tbf", "rate", f"{bits}bit", "burst", str(burst), "latency", "100ms"]
+
+
+def namespaces() -> list[str]:
+    out = _ip("netns", "list", check=False).stdout
+    return sorted((line.split()[0] for line in out.splitlines()
+                   if line.startswith(PREFIX)), key=lambda n: int(n[len(PREFIX):]))
+
+
+def up(hosts: int, link: str = "unshaped") -> Cluster:
+    """Create `hosts` emulated hosts (after removing any previous cluster)."""
+    if os.geteuid() != 0:
+        raise ClusterError("the emulated cluster needs root (network namespaces, tc)")
+    if not 1 <= hosts <= 64:
+        raise ClusterError(f"hosts = {hosts}: choose 1..64")
+    bits = rate_bits(link)
+    down()
+    # the guard first: lab addresses are unreachable from the root namespace
+    _ip("route", "replace", "unreachable", SUBNET)
+    try:
+        _ip("link", "add", BRIDGE, "type", "bridge")
+        _ip("link", "set", BRIDGE, "up")
+        names = []
+        for i in range(hosts):
+            ns, port = f"{PREFIX}{i}", f"dnbv{i}"
+            _ip("netns", "add", ns)
+            _ip("link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            _ip("link", "set", port, "master", BRIDGE)
+            _ip("link", "set", port, "up")
+            _ip("link", "set", "lo", "up", ns=ns)
+            _ip("addr", "add", f"{address(i)}/24", "dev", "eth0", ns=ns)
+            _ip("link", "set", "eth0", "up", ns=ns)
+            if bits:
+                _tc("qdisc", "replace", "dev", "eth0", "root", *tbf_args(bits), ns=ns)
+                _tc("qdisc", "replace", "dev", port, "root", *tbf_args(bits))
+            names.append(ns)
+    except BaseException:
+        down()
+        raise
+    cluster = Cluster(names, [address(i) for i in range(hosts)], link,
+                      time.strftime("%Y-%m-%dT%H:%M:%S"))
+    STATE.parent.mkdir(parents=True, exist_ok=True)
+    STATE.write_text(json.dumps(asdict(cluster)))
+    return cluster
+
+
+def reshape(link: str) -> Cluster:
+    """Change the running cluster's link rate in place (a sweep's `link` axis)."""
+    c = current()
+    if c is None:
+        raise ClusterError("no emulated cluster is up; run: dnnbench cluster up --hosts N")
+    bits = rate_bits(link)
+    for i, ns in enumerate(c.hosts):
+        for dev, where in (("eth0", ns), (f"dnbv{i}", None)):
+            if bits:
+                _tc("qdisc", "replace", "dev", dev, "root", *tbf_args(bits), ns=where)
+            else:
+                cmd = (["ip", "netns", "exec", where] if where else []) + [
+                    "tc", "qdisc", "del", "dev", dev, "root"]
+                subprocess.run(cmd, capture_output=True)
+    c.link = link
+    STATE.write_text(json.dumps(asdict(c)))
+    return c
+
+
+def ensure(hosts: int, link: str) -> tuple[Cluster, bool]:
+    """A cluster of exactly `hosts` hosts at `link`: the running one (re-shaped if the
+    rate differs) or a new one; the flag says whether it was created here."""
+    c = current()
+    if c is not None and len(c.hosts) == hosts:
+        return (c if c.link == link else reshape(link)), False
+    return up(hosts, link), True
+
+
+def down() -> list[str]:
+    """Remove every emulated host, the bridge and the guard route; idempotent (also after
+    a crash: it finds the namespaces by name, not from the state file)."""
+    removed = []
+    for ns in namespaces():
+        _ip("netns", "del", ns, check=False)
+        removed.append(ns)
+    for link in _ip("-o", "link", "show", check=False).stdout.splitlines():
+        name = link.split(":")[1].strip().split("@")[0] if ":" in link else ""
+        if name.startswith("dnbv"):
+            _ip("link", "del", name, check=False)
+    _ip("link", "del", BRIDGE, check=False)
+    _ip("route", "del", "unreachable", SUBNET, check=False)  # the guard goes last
+    STATE.unlink(missing_ok=True)
+    return removed
+
+
+def current() -> Cluster | None:
+    """The running cluster, or None; a state file whose namespaces are gone is stale."""
+    if not STATE.is_file():
+        return None
+    c = Cluster(**json.loads(STATE.read_text()))
+    return c if namespaces() == c.hosts else None
+
+
+def status() -> list[dict]:
+    """Per host: namespace, address, the shaped rate tc reports, bytes sent/received."""
+    out = []
+    c = current()
+    for ns in namespaces():
+        i = int(ns[len(PREFIX):])
+        qdisc = subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "show", "dev",
+                                "eth0"], capture_output=True, text=True).stdout
+        m = re.search(r"rate (\S+)", qdisc)
+        out.append({"host": ns, "address": address(i), "rate": m.group(1) if m else "unshaped",
+                    **interface_bytes(ns), "link": c.link if c else "?"})
+    return out
+
+
+def interface_bytes(ns: str) -> dict[str, int]:
+    """eth0's byte counters inside a host (to prove traffic crossed the shaped link)."""
+    def read(name: str) -> int:
+        proc = subprocess.run(["ip", "netns", "exec", ns, "cat",
+                               f"/sys/class/net/eth0/statistics/{name}"],
+                              capture_output=True, text=True)
+        return int(proc.stdout.strip() or 0)
+
+    return {"tx_bytes": read("tx_bytes"), "rx_bytes": read("rx_bytes")}
+
+
+def inside(spec: ProcessSpec, cluster: Cluster) -> ProcessSpec:
+    """The same process, started inside the namespace that owns its host address."""
+    ns = cluster.namespace_of(spec.host)
+    argv = ("nsenter", f"--net=/run/netns/{ns}", "--", *spec.argv)
+    # every library that picks an interface must pick the lab one
+    env = {**spec.env, "GLOO_SOCKET_IFNAME": "eth0", "NCCL_SOCKET_IFNAME": "eth0",
+           "DMLC_INTERFACE": "eth0", "DMLC_NODE_HOST": spec.host}
+    return ProcessSpec(spec.role, spec.rank, argv, env, spec.cwd, spec.memory_limit_bytes,
+                       spec.host, spec.service)
