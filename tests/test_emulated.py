@@ -1,0 +1,172 @@
+"""The emulated cluster for real: network namespaces, veth, a bridge, tc rate shaping,
+and distributed training across the emulated hosts (needs root, as CI has)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from runners import emulated
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+
+SERVER = """
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], 5001)); s.listen(1); print("ready", flush=True)
+c, _ = s.accept(); got, t0 = 0, None
+while True:
+    b = c.recv(1 << 20)
+    if not b: break
+    t0 = t0 or time.perf_counter(); got += len(b)
+print(got * 8 / (time.perf_counter() - t0))
+"""
+CLIENT = """
+import socket, sys
+c = socket.create_connection((sys.argv[1], 5001)); buf = b"x" * (1 << 20)
+for _ in range(int(sys.argv[2])): c.sendall(buf)
+c.close()
+"""
+
+
+def leftovers() -> list[str]:
+    out = []
+    out += emulated.namespaces()
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    out += [ln for ln in links.splitlines() if emulated.BRIDGE in ln or "dnbv" in ln]
+    routes = subprocess.run(["ip", "route", "show", "table", "all"], capture_output=True,
+                            text=True).stdout
+    out += [ln for ln in routes.splitlines() if ln.startswith("unreachable 10.77.")]
+    return out
+
+
+@pytest.fixture
+def clean():
+    emulated.down()
+    yield
+    emulated.down()
+    assert leftovers() == []
+
+
+def in_ns(ns: str, *argv: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", "--", *argv],
+                            stdout=subprocess.PIPE, text=True, **kw)
+
+
+def test_up_down_idempotent_and_guarded(clean):
+    c = emulated.up(3, "2gbit")
+    assert c.addresses == ["10.77.0.1", "10.77.0.2", "10.77.0.3"]
+    routes = subprocess.run(["ip", "route"], capture_output=True, text=True).stdout
+    assert "unreachable 10.77.0.0/24" in routes  # root namespace cannot reach the lab
+    assert [r["rate"] for r in emulated.status()] == ["2Gbit"] * 3
+    assert emulated.up(2, "unshaped").hosts == ["dnb-h0", "dnb-h1"]  # replaces the old one
+    assert [r["rate"] for r in emulated.status()] == ["unshaped"] * 2
+    assert emulated.reshape("1gbit").link == "1gbit"
+    assert [r["rate"] for r in emulated.status()] == ["1Gbit"] * 2
+    assert len(emulated.down()) == 2 and emulated.down() == [] and leftovers() == []
+    with pytest.raises(emulated.ClusterError, match="no netem"):
+        emulated.rate_bits("1gbit-10ms")
+
+
+def test_shaped_link_measures_its_rate(clean):
+    emulated.up(2, "1gbit")
+    server = in_ns("dnb-h1", sys.executable, "-c", SERVER, "10.77.0.2")
+    assert server.stdout.readline().strip() == "ready"
+    client = in_ns("dnb-h0", sys.executable, "-c", CLIENT, "10.77.0.2", "150")
+    client.wait(timeout=60)
+    bits_per_s = float(server.communicate(timeout=60)[0].strip())
+    assert 0.9e9 < bits_per_s < 1.1e9  # within 10% of 1 Gbit/s
+    counters = emulated.interface_bytes("dnb-h0")
+    assert counters["tx_bytes"] > 150 * 2**20
+
+
+def _runs(db: str) -> list[dict]:
+    conn = sqlite3.connect(db)
+    conn.row_factory = sqlite3.Row
+    return [dict(r) for r in conn.execute("SELECT * FROM runs ORDER BY started")]
+
+
+def test_ddp_and_mxnet_ps_across_two_hosts_cross_the_shaped_link(all_envs, clean, tmp_path):
+    db = str(tmp_path / "r.db")
+    common = ("--model", "googlenet", "--image-size", "32", "--batch", "4", "--steps", "3",
+              "--warmup", "1", "--trials", "2", "--classes", "10", "--nodes", "2",
+              "--link", "1gbit", "--db", db)
+    proc = run_cli("run", "--framework", "torch", "--strategy", "allreduce",
+                   "--mode", "breakdown", *common)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = run_cli("run", "--framework", "mxnet", "--strategy", "ps-sync", "--ps", "2",
+                   *common)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert leftovers() == []  # the sweep removed the cluster it created
+    ddp, ps = _runs(db)
+    for r in (ddp, ps):
+        assert r["status"] == "ok" and r["link"] == "1gbit" and r["nodes"] == 2
+        assert r["replicas_identical"] == 1
+        moved = json.loads(r["manifest_json"])["host"]["emulated"]["bytes"]
+        assert moved["dnb-h0"]["tx_bytes"] > 20e6 and moved["dnb-h1"]["tx_bytes"] > 20e6
+    # GoogLeNet's 22.4 MB of gradients, 2-rank ring: each rank sends and receives them once
+    # per allreduce; at 1 Gbit/s that cannot take less than 0.18 s
+    floor = 22.4e6 * 8 / 1e9
+    assert floor * 0.9 < ddp["t_comm_s"] < floor * 4
+
+
+def test_commbench_across_hosts_fits_the_link(all_envs, clean, tmp_path):
+    proc = run_cli("commbench", "--library", "torch-gloo", "--hosts", "2", "--link",
+                   "1gbit", "--sizes", "4,1M,16M,32M", "--iters", "3", "--db",
+                   str(tmp_path / "c.db"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = sqlite3.connect(str(tmp_path / "c.db")).execute(
+        "SELECT bytes, busbw, nodes, link FROM comm").fetchall()
+    big = [bw for b, bw, _, _ in rows if b >= 16 * 2**20]
+    assert all(0.8 * 1.25e8 < bw < 1.05 * 1.25e8 for bw in big)  # ~1 Gbit/s of bus bandwidth
+    assert {(n, link) for _, _, n, link in rows} == {(2, "1gbit")}
+
+
+def test_cluster_down_cleans_up_after_a_killed_sweep(all_envs, clean, tmp_path):
+    from tests.conftest import REPO
+
+    exe = os.path.join(os.path.dirname(sys.executable), "dnnbench")
+    harness = subprocess.Popen(
+        [exe, "run", "--framework", "torch", "--model", "resnet50", "--image-size", "32",
+         "--batch", "4", "--steps", "200", "--trials", "1", "--classes", "10", "--strategy",
+         "allreduce", "--nodes", "2", "--link", "1gbit", "--db", str(tmp_path / "r.db")],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while len(emulated.namespaces()) < 2 or not _ns_pids():
+        assert time.monotonic() < deadline and harness.poll() is None
+        time.sleep(0.5)
+    workers = _ns_pids()
+    harness.send_signal(signal.SIGKILL)
+    harness.wait()
+    assert emulated.namespaces()  # the killed sweep could not clean up...
+    proc = run_cli("cluster", "down")
+    assert proc.returncode == 0 and "removed 2" in proc.stdout
+    assert leftovers() == []  # ...`dnnbench cluster down` did
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in workers)  # workers died with the harness
+
+
+def _alive(pid: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _ns_pids() -> list[str]:
+    pids = []
+    for ns in emulated.namespaces():
+        out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
+        pids += out.stdout.split()
+    return pids
