@@ -30,8 +30,9 @@ STRATEGIES = ("single", "allreduce", "horovod", "ps-sync", "ps-async")
 PS_STRATEGIES = ("ps-sync", "ps-async")
 #: How the processes start: "auto" picks horovodrun for Horovod and local otherwise;
 #: "mpirun" runs every rank under Open MPI (one program for all ranks, so not for the
-#: parameter-server roles).
-LAUNCHERS = ("auto", "local", "mpirun", "horovodrun")
+#: parameter-server roles); "slurm" submits one sbatch job per run (srun inside an
+#: existing allocation).
+LAUNCHERS = ("auto", "local", "mpirun", "horovodrun", "slurm")
 
 
 @dataclass(frozen=True)
@@ -253,6 +254,16 @@ def validate(spec: RunSpec) -> None:
     if launcher == "horovodrun" and spec.strategy != "horovod":
         raise SpecError(f"launcher = 'horovodrun' starts Horovod jobs only, not strategy "
                         f"{spec.strategy!r}; use local or mpirun")
+    if launcher == "slurm":
+        if spec.strategy in PS_STRATEGIES:
+            raise UnsupportedError("launcher = 'slurm' runs one program on every task; "
+                                   "parameter-server roles need the local launcher")
+        if spec.framework == "tensorflow" and spec.strategy == "allreduce":
+            raise UnsupportedError("launcher = 'slurm' does not build TF_CONFIG per task "
+                                   "yet; use horovod for TensorFlow under Slurm")
+        if spec.link:
+            raise SpecError("launcher = 'slurm' places processes on Slurm's nodes; leave "
+                            "link empty")
     if launcher == "mpirun" and spec.strategy in PS_STRATEGIES:
         raise SpecError("launcher = 'mpirun' runs one program on every rank, but a parameter "
                         "server job has scheduler, server and worker roles; use local")

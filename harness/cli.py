@@ -56,7 +56,7 @@ def _add_spec_flags(p: argparse.ArgumentParser) -> None:
                                   "instead of synthetic data; see `dnnbench data make`")
     g.add_argument("--loader-workers", type=int,
                    help="data-loader processes/threads per worker (2; 0: in the worker)")
-    g.add_argument("--launcher", choices=["auto", "local", "mpirun", "horovodrun"],
+    g.add_argument("--launcher", choices=["auto", "local", "mpirun", "horovodrun", "slurm"],
                    help="how processes start (auto: horovodrun for horovod, else local)")
     g.add_argument("--link", help="run each node in an emulated host joined at this rate "
                                   "(1gbit, 2gbit, unshaped; needs root; see dnnbench cluster)")
@@ -98,6 +98,16 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--retry-failed", action="store_true",
                        help="run again configurations stored as failed or timed out")
     p_run.add_argument("--verbose", "-v", action="store_true", help="stream worker output")
+    g_sl = p_run.add_argument_group("Slurm (with --launcher slurm)")
+    g_sl.add_argument("--dry-run", metavar="DIR",
+                      help="write each run's sbatch script to DIR and submit nothing")
+    g_sl.add_argument("--partition", help="#SBATCH --partition")
+    g_sl.add_argument("--account", help="#SBATCH --account")
+    g_sl.add_argument("--gpus-per-node", type=int, default=0, help="#SBATCH --gpus-per-node")
+    g_sl.add_argument("--sbatch-option", action="append", default=[], metavar="OPT",
+                      help="extra #SBATCH line, e.g. --qos=debug (repeatable)")
+    g_sl.add_argument("--slurm-dir", default="results/slurm",
+                      help="where scripts and job output go (results/slurm)")
     p_run.add_argument("--telemetry-interval", type=float, default=1.0, metavar="S",
                        help="sample CPU, memory (and GPU via NVML) every S seconds (1; "
                             "0: off)")
@@ -326,12 +336,24 @@ def cmd_run(args: argparse.Namespace) -> int:
                                    strict=True)
     if args.name:
         exp = experiment.Experiment(args.name, exp.description, exp.runs, exp.source)
+    from runners.slurm import SlurmOptions
+
+    slurm_opts = SlurmOptions(partition=args.partition or "", account=args.account or "",
+                              extra=args.sbatch_option, workdir=args.slurm_dir,
+                              gpus_per_node=args.gpus_per_node)
+    if args.dry_run:
+        paths = sweep.write_sbatch_scripts(exp, args.dry_run, slurm_opts)
+        for p in paths:
+            print(p)
+        print(f"{len(paths)} sbatch scripts written to {args.dry_run} (nothing submitted)")
+        return 0
     print(f"experiment {exp.name}: {len(exp.runs)} runs "
           f"({len(exp.runs) - len(exp.runnable)} skipped as unsupported); results -> {args.db}")
     with Store(args.db) as store:
         summary = sweep.run_experiment(exp, store, retry_failed=args.retry_failed,
                                        stream_output=args.verbose,
-                                       telemetry_interval_s=args.telemetry_interval)
+                                       telemetry_interval_s=args.telemetry_interval,
+                                       slurm_options=slurm_opts)
         print(f"done: {summary.ok} ok, {summary.failed} failed, {summary.skipped} skipped, "
               f"{summary.reused} already stored")
         if args.csv:

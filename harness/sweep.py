@@ -27,6 +27,7 @@ from harness.progress import Progress
 from harness.store import RunRecord, Store
 from harness.telemetry import DEFAULT_INTERVAL_S, Sampler
 from runners import emulated
+from runners.slurm import SlurmOptions
 
 
 @dataclass
@@ -79,9 +80,39 @@ def describe(spec) -> str:
             + (f" [{spec.label}]" if spec.label else ""))
 
 
+def _launch_options(spec, run_id: str, slurm_options: SlurmOptions | None) -> dict:
+    if spec.resolved_launcher != "slurm":
+        return {}
+    return {"options": slurm_options or SlurmOptions(), "nodes": spec.nodes,
+            "horovod": spec.strategy == "horovod", "job_name": f"dnnbench-{run_id}"}
+
+
+def write_sbatch_scripts(exp: Experiment, directory: str,
+                         slurm_options: SlurmOptions | None = None) -> list[Path]:
+    """`--dry-run`: the batch script every runnable Slurm run would submit, nothing run."""
+    from runners.slurm import sbatch_script
+
+    environments = check_environments(exp)
+    out_dir = Path(directory)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    source_root = worker_source_root()
+    written = []
+    for spec in exp.runnable:
+        env = environments[(spec.framework, variant_for(spec.device))]
+        name = f"dnnbench-{exp.name}-{spec.config_hash()}"
+        procs = plan(spec, PlanContext(env.python, source_root, name))
+        path = out_dir / f"{name}.sbatch"
+        path.write_text(sbatch_script(procs, spec.nodes, name, str(out_dir / f"{name}-%j.out"),
+                                      spec.timeout_s, slurm_options,
+                                      spec.strategy == "horovod"))
+        written.append(path)
+    return written
+
+
 def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
                    stream_output: bool = False, out: TextIO | None = None,
-                   telemetry_interval_s: float = DEFAULT_INTERVAL_S) -> SweepSummary:
+                   telemetry_interval_s: float = DEFAULT_INTERVAL_S,
+                   slurm_options: SlurmOptions | None = None) -> SweepSummary:
     """Run every planned configuration not yet stored; progress goes to `out` (stdout):
     live on a terminal, plain lines otherwise. Resource telemetry is sampled every
     `telemetry_interval_s` (0: off)."""
@@ -154,7 +185,8 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
                 sampler.start()
             try:
                 job = runners.launch(spec.resolved_launcher, procs, spec.timeout_s,
-                                     on_line=on_line, on_start=sampler.add if sampler else None)
+                                     on_line=on_line, on_start=sampler.add if sampler else None,
+                                     **_launch_options(spec, run_id, slurm_options))
             except KeyboardInterrupt:
                 summary.interrupted = True
                 prog.end("interrupted; every finished run is stored, rerun the same command to "

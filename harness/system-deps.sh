@@ -4,6 +4,8 @@
 #   Open MPI   mpirun launcher, mpi4py commbench, Horovod's MPI controller (Debian 12: 4.1.4)
 #   cmake, g++ Horovod is compiled into each framework environment (dnnbench env setup)
 #   Chromium   the report's browser test (headless); skipped with --runtime
+#   Slurm      slurm-wlm + munge: the Slurm launcher's tests (harness/slurm-cluster.sh);
+#              skipped with --runtime
 set -euo pipefail
 need=()
 command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
@@ -13,6 +15,8 @@ command -v g++ >/dev/null 2>&1 || need+=(g++)
 command -v make >/dev/null 2>&1 || need+=(make)
 if [ "${1:-}" != "--runtime" ]; then
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
+  command -v slurmctld >/dev/null 2>&1 || need+=(slurm-wlm)  # tests: a local Slurm cluster
+  command -v munged >/dev/null 2>&1 || need+=(munge)
 fi
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" -ne 0 ]; then

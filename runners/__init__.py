@@ -10,12 +10,15 @@ from runners.spec import JobResult, ProcessSpec
 
 def launch(name: str, specs: list[ProcessSpec], timeout: float,
            on_line: LineCallback | None = None,
-           on_start: StartCallback | None = None) -> JobResult:
-    """Start `specs` with the launcher called `name` (local, mpirun, horovodrun)."""
-    from runners import horovodrun, local, mpirun
+           on_start: StartCallback | None = None, **options) -> JobResult:
+    """Start `specs` with the launcher called `name` (local, mpirun, horovodrun, slurm);
+    `options` go to launchers that take them (slurm: options, nodes, horovod, job_name)."""
+    from runners import horovodrun, local, mpirun, slurm
 
+    if name == "slurm":
+        return slurm.launch(specs, timeout, on_line=on_line, on_start=on_start, **options)
     launchers = {"local": local.launch, "mpirun": mpirun.launch,
                  "horovodrun": horovodrun.launch}
     if name not in launchers:
-        raise ValueError(f"launcher {name!r} is not one of {', '.join(launchers)}")
+        raise ValueError(f"launcher {name!r} is not one of {', '.join(launchers)}, slurm")
     return launchers[name](specs, timeout, on_line=on_line, on_start=on_start)

@@ -150,12 +150,14 @@ def _runs(db) -> list[dict]:
 
 def test_real_data_costs_time_and_shows_in_t_io(torch_env, tmp_path):
     """Loading in the training process (0 loader workers) adds decode time to every step:
-    large source images, a small network, so the effect is structural, not noise."""
+    large source images (16 decodes of ~400 px JPEGs, tens of ms) against a small network
+    at 32 px, so the effect is structural, not noise."""
     root = tmp_path / "big"
     make(root, 48, size=400, classes=4)
     db = str(tmp_path / "r.db")
-    common = ("--framework", "torch", "--model", "alexnet", "--batch", "16", "--image-size",
-              "64", "--steps", "4", "--warmup", "1", "--trials", "2", "--db", db)
+    common = ("--framework", "torch", "--model", "googlenet", "--batch", "16", "--image-size",
+              "32", "--classes", "10", "--steps", "4", "--warmup", "1", "--trials", "3",
+              "--db", db)
     for extra in ((), ("--data", str(root), "--loader-workers", "0"),
                   ("--data", str(root), "--loader-workers", "0", "--mode", "breakdown"),
                   ("--data", str(root), "--loader-workers", "0", "--mode", "loader")):

@@ -1,0 +1,122 @@
+"""The Slurm launcher against a real Slurm: harness/slurm-cluster.sh starts slurmctld and
+two slurmd (Debian's MULTIPLE_SLURMD build) on this machine for these tests."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sqlite3
+import subprocess
+
+import pytest
+
+from runners.slurm import SlurmError, SlurmOptions, sbatch_script
+from runners.spec import ProcessSpec
+from tests.conftest import REPO, run_cli
+
+SCRIPT = REPO / "harness" / "slurm-cluster.sh"
+
+
+def specs(n: int, argv=("/e/bin/python", "-m", "frameworks.worker")) -> list[ProcessSpec]:
+    return [ProcessSpec("worker", r, argv, {"DNNBENCH_RANK": str(r), "RANK": str(r),
+                                            "DNNBENCH_THREADS": "2", "DNNBENCH_SPEC": "{'a': 1}",
+                                            "MASTER_PORT": "29500"}) for r in range(n)]
+
+
+def test_sbatch_script_text_and_syntax(tmp_path):
+    text = sbatch_script(specs(4), 2, "job1", "/out/job1-%j.out", 600,
+                         SlurmOptions(partition="gpu", account="proj", gpus_per_node=2,
+                                      extra=["--qos=debug"]), horovod=True)
+    lines = text.splitlines()
+    for expected in ("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=2",
+                     "#SBATCH --cpus-per-task=2", "#SBATCH --time=00:11:00",
+                     "#SBATCH --partition=gpu", "#SBATCH --account=proj",
+                     "#SBATCH --gpus-per-node=2", "#SBATCH --qos=debug",
+                     "#SBATCH --output=/out/job1-%j.out", "export MASTER_PORT=29500",
+                     "export DNNBENCH_THREADS=2",
+                     "export DNNBENCH_SPEC=" + shlex.quote("{'a': 1}"),
+                     "srun --nodes=2 --ntasks=4 --ntasks-per-node=2 --kill-on-bad-exit=1 "
+                     "--export=ALL --mpi=pmix /e/bin/python -m frameworks.worker"):
+        assert expected in lines, expected
+    assert not any(ln.startswith(("export RANK=", "export DNNBENCH_RANK=")) for ln in lines)
+    path = tmp_path / "j.sbatch"
+    path.write_text(text)
+    assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
+    with pytest.raises(SlurmError, match="one program"):
+        sbatch_script(specs(1) + specs(1, ("python", "-c", "import mxnet")), 1, "j", "o", 60)
+
+
+def test_dry_run_writes_checked_scripts(torch_env, tmp_path):
+    proc = run_cli("run", "--framework", "torch", "--model", "googlenet", "--strategy",
+                   "allreduce", "--nodes", "2", "--launcher", "slurm", "--dry-run",
+                   str(tmp_path / "s"), "--partition", "debug")
+    assert proc.returncode == 0, proc.stderr
+    (script,) = (tmp_path / "s").glob("*.sbatch")
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    text = script.read_text()
+    assert "#SBATCH --partition=debug" in text and "srun --nodes=2 --ntasks=2" in text
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("the local Slurm cluster runs its daemons as root")
+    state = tmp_path_factory.mktemp("slurm")
+    env = {**os.environ, "DNNBENCH_SLURM_DIR": str(state)}
+    up = subprocess.run(["bash", str(SCRIPT), "up", "2"], env=env, capture_output=True,
+                        text=True, timeout=600)
+    assert up.returncode == 0, up.stdout + up.stderr
+    conf = {"SLURM_CONF": str(state / "slurm.conf")}
+    yield conf
+    subprocess.run(["bash", str(SCRIPT), "down"], env=env, capture_output=True, timeout=60)
+
+
+def _rows(db) -> list[tuple]:
+    return sqlite3.connect(db).execute(
+        "SELECT status, reason, strategy, nodes, replicas_identical FROM runs "
+        "ORDER BY started").fetchall()
+
+
+COMMON = ("--model", "googlenet", "--image-size", "32", "--batch", "4", "--steps", "3",
+          "--warmup", "1", "--trials", "2", "--classes", "10", "--nodes", "2", "--threads",
+          "1", "--launcher", "slurm")
+
+
+def test_sbatch_two_node_runs_land_in_the_database(all_envs, slurm, tmp_path):
+    db = str(tmp_path / "r.db")
+    for fw, strategy in (("torch", "allreduce"), ("torch", "horovod")):
+        proc = run_cli("run", "--framework", fw, "--strategy", strategy, *COMMON, "--db", db,
+                       "--slurm-dir", str(tmp_path / "jobs"), env=slurm)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _rows(db) == [("ok", "", "allreduce", 2, 1), ("ok", "", "horovod", 2, 1)]
+    outs = list((tmp_path / "jobs").glob("*.out"))
+    assert len(outs) == 2 and all(":::DNNBENCH_SLURM_EXIT 0" in p.read_text() for p in outs)
+
+
+def test_inside_an_allocation_runs_a_job_step(all_envs, slurm, tmp_path):
+    db = str(tmp_path / "r.db")
+    exe = os.path.join(os.path.dirname(os.sys.executable), "dnnbench")
+    proc = subprocess.run(["salloc", "--nodes=2", "--ntasks-per-node=1", exe, "run",
+                           "--framework", "torch", "--strategy", "allreduce", *COMMON,
+                           "--db", db, "--slurm-dir", str(tmp_path / "jobs")],
+                          env={**os.environ, **slurm}, capture_output=True, text=True,
+                          timeout=600, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _rows(db) == [("ok", "", "allreduce", 2, 1)]
+    assert not (tmp_path / "jobs").exists()  # no sbatch: srun inside the allocation
+
+
+def test_timeout_cancels_the_job(all_envs, slurm, tmp_path):
+    db = str(tmp_path / "r.db")
+    steps = COMMON.index("--steps") + 1
+    long_run = (*COMMON[:steps], "500", *COMMON[steps + 1:])
+    proc = run_cli("run", "--framework", "torch", "--strategy", "allreduce", *long_run,
+                   "--timeout", "15", "--db", db, "--slurm-dir", str(tmp_path / "jobs"),
+                   env=slurm)
+    assert proc.returncode == 1
+    (row,) = _rows(db)
+    assert row[0] == "timeout"
+    queue = subprocess.run(["squeue", "-h"], env={**os.environ, **slurm}, capture_output=True,
+                           text=True)
+    assert queue.stdout.strip() == ""  # scancel removed it
