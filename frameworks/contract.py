@@ -137,7 +137,9 @@ class RunSpec:
     def resolved_launcher(self) -> str:
         if self.launcher != "auto":
             return self.launcher
-        return "horovodrun" if self.strategy == "horovod" else "local"
+        if self.strategy == "horovod":  # across emulated hosts through MPI's launch agent
+            return "mpirun" if self.link else "horovodrun"
+        return "local"
 
     @property
     def global_batch(self) -> int:
@@ -243,9 +245,9 @@ def validate(spec: RunSpec) -> None:
             rate_bits(spec.link)
         except ClusterError as exc:
             raise SpecError(str(exc)) from None
-        if spec.resolved_launcher != "local":
+        if spec.resolved_launcher not in ("local", "mpirun"):
             raise UnsupportedError(f"link = {spec.link!r} (emulated hosts) runs with the "
-                                   f"local launcher only, not {spec.resolved_launcher!r}")
+                                   f"local or mpirun launcher, not {spec.resolved_launcher!r}")
     _choice("launcher", spec.launcher, LAUNCHERS)
     launcher = spec.resolved_launcher
     if spec.strategy == "horovod" and launcher == "local":

@@ -210,12 +210,17 @@ def fit(rows: list[dict]) -> tuple[float, float]:
     return alpha, beta
 
 
-def fitted_link(store: Store, library: str, ranks: int | None = None) -> Link | None:
-    """The newest commbench fit for a library (optionally at a rank count) in the DB."""
+def fitted_link(store: Store, library: str, ranks: int | None = None,
+                link: str | None = None) -> Link | None:
+    """The newest commbench fit for a library (optionally at a rank count, on a link
+    label such as "local" or an emulated rate) in the DB."""
     where, params = "WHERE library = ?", [library]
     if ranks:
         where += " AND ranks = ?"
         params.append(ranks)
+    if link:
+        where += " AND link = ?"
+        params.append(link)
     rows = store.comm(where, params)
     if not rows:
         return None

@@ -32,6 +32,18 @@ stop_pidfile() {
 }
 
 down() {
+  # cancel this cluster's jobs first: with proctrack/linuxproc, stopping slurmd would
+  # leave their tasks running
+  if [ -f "$conf" ] && [ -f "$dir/run/slurmctld.pid" ]; then
+    jobs=$(SLURM_CONF=$conf squeue -h -o %i 2>/dev/null || true)
+    if [ -n "$jobs" ]; then
+      SLURM_CONF=$conf scancel $jobs 2>/dev/null || true
+      for _ in $(seq 50); do
+        [ -z "$(SLURM_CONF=$conf squeue -h -o %i 2>/dev/null)" ] && break
+        sleep 0.2
+      done
+    fi
+  fi
   for f in "$dir"/run/slurmd-*.pid "$dir"/run/slurmctld.pid "$dir"/run/munged.pid; do
     [ -e "$f" ] && stop_pidfile "$f"
   done

@@ -77,7 +77,25 @@ def describe(spec) -> str:
     return (f"{spec.framework} {spec.model} b{spec.batch_size} {spec.image_size}px "
             f"{spec.mode} {spec.strategy} x{spec.workers}"
             + (f" ps{spec.ps}" if spec.ps else "")
+            + (f" on {spec.nodes} hosts @ {spec.link}" if spec.link else "")
+            + (f" real data ({spec.data})" if spec.data else "")
+            + (f" via {spec.launcher}" if spec.launcher not in ("auto", "local") else "")
             + (f" [{spec.label}]" if spec.label else ""))
+
+
+def _placed(spec, python: str, source_root: str, run_id: str,
+            cluster: emulated.Cluster | None) -> tuple[list, str]:
+    """The run's processes and the launcher that starts them: on this host, or one node
+    per emulated host (each process inside its host's namespace, or one mpirun reaching
+    the hosts through its launch agent)."""
+    if cluster is None:
+        return plan(spec, PlanContext(python, source_root, run_id)), spec.resolved_launcher
+    ctx = PlanContext(python, source_root, run_id, hosts=tuple(cluster.addresses),
+                      cores_per_host=max(1, (os.cpu_count() or 1) // spec.nodes))
+    procs = plan(spec, ctx)
+    if spec.resolved_launcher == "mpirun":
+        return [emulated.mpirun_across(procs, cluster)], "local"
+    return [emulated.inside(p, cluster) for p in procs], "local"
 
 
 def _launch_options(spec, run_id: str, slurm_options: SlurmOptions | None) -> dict:
@@ -147,7 +165,6 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
                 continue
             env = environments[(spec.framework, variant_for(spec.device))]
             run_id = collect.new_run_id()
-            ctx = PlanContext(env.python, source_root, run_id)
             cluster = None
             if spec.link:  # one emulated host per node, joined by a link of this rate
                 try:
@@ -159,12 +176,9 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
                     prog.end(f"failed: {exc}", measured=False)
                     continue
                 made_cluster = made_cluster or made
-                ctx = PlanContext(env.python, source_root, run_id, hosts=tuple(cluster.addresses),
-                                  cores_per_host=max(1, (os.cpu_count() or 1) // spec.nodes))
-            procs = plan(spec, ctx)
-            if cluster is not None:
-                procs = [emulated.inside(p, cluster) for p in procs]
-                counters = {ns: emulated.interface_bytes(ns) for ns in cluster.hosts}
+            procs, launcher = _placed(spec, env.python, source_root, run_id, cluster)
+            counters = ({ns: emulated.interface_bytes(ns) for ns in cluster.hosts}
+                        if cluster is not None else {})
             if spec.memory_limit_mb:
                 procs = [replace(p, memory_limit_bytes=spec.memory_limit_mb * 2**20) for p in procs]
 
@@ -184,7 +198,7 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
             if sampler is not None:
                 sampler.start()
             try:
-                job = runners.launch(spec.resolved_launcher, procs, spec.timeout_s,
+                job = runners.launch(launcher, procs, spec.timeout_s,
                                      on_line=on_line, on_start=sampler.add if sampler else None,
                                      **_launch_options(spec, run_id, slurm_options))
             except KeyboardInterrupt:

@@ -211,12 +211,33 @@ def interface_bytes(ns: str) -> dict[str, int]:
     return {"tx_bytes": read("tx_bytes"), "rx_bytes": read("rx_bytes")}
 
 
+AGENT = Path(__file__).resolve().parent / "mpirun-agent.sh"
+
+
+def mpirun_across(specs: list[ProcessSpec], cluster: Cluster, mpirun: str = "mpirun"
+                  ) -> ProcessSpec:
+    """One mpirun for every rank, itself inside the first host, reaching the others
+    through the launch agent; MPI's TCP traffic is pinned to the lab subnet."""
+    from runners.mpirun import mpirun_command
+
+    lab = {"GLOO_SOCKET_IFNAME": "eth0", "HOROVOD_GLOO_IFACE": "eth0",
+           "NCCL_SOCKET_IFNAME": "eth0"}
+    specs = [ProcessSpec(s.role, s.rank, s.argv, {**s.env, **lab}, s.cwd,
+                         s.memory_limit_bytes, s.host) for s in specs]
+    cmd = mpirun_command(specs, mpirun, mca={
+        "plm_rsh_agent": str(AGENT), "btl": "tcp,self", "btl_tcp_if_include": SUBNET,
+        "oob_tcp_if_include": SUBNET})
+    ns = cluster.namespace_of(cluster.addresses[0])
+    return ProcessSpec(cmd.role, cmd.rank, ("nsenter", f"--net=/run/netns/{ns}", "--",
+                                            *cmd.argv), cmd.env, cmd.cwd)
+
+
 def inside(spec: ProcessSpec, cluster: Cluster) -> ProcessSpec:
     """The same process, started inside the namespace that owns its host address."""
     ns = cluster.namespace_of(spec.host)
     argv = ("nsenter", f"--net=/run/netns/{ns}", "--", *spec.argv)
     # every library that picks an interface must pick the lab one
     env = {**spec.env, "GLOO_SOCKET_IFNAME": "eth0", "NCCL_SOCKET_IFNAME": "eth0",
-           "DMLC_INTERFACE": "eth0", "DMLC_NODE_HOST": spec.host}
+           "HOROVOD_GLOO_IFACE": "eth0", "DMLC_INTERFACE": "eth0", "DMLC_NODE_HOST": spec.host}
     return ProcessSpec(spec.role, spec.rank, argv, env, spec.cwd, spec.memory_limit_bytes,
                        spec.host, spec.service)

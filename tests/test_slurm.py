@@ -97,11 +97,12 @@ def test_sbatch_two_node_runs_land_in_the_database(all_envs, slurm, tmp_path):
 def test_inside_an_allocation_runs_a_job_step(all_envs, slurm, tmp_path):
     db = str(tmp_path / "r.db")
     exe = os.path.join(os.path.dirname(os.sys.executable), "dnnbench")
-    proc = subprocess.run(["salloc", "--nodes=2", "--ntasks-per-node=1", exe, "run",
-                           "--framework", "torch", "--strategy", "allreduce", *COMMON,
-                           "--db", db, "--slurm-dir", str(tmp_path / "jobs")],
+    proc = subprocess.run(["salloc", "--nodes=2", "--ntasks-per-node=1", "--time=5", exe,
+                           "run", "--framework", "torch", "--strategy", "allreduce", *COMMON,
+                           "--timeout", "240", "--db", db, "--slurm-dir",
+                           str(tmp_path / "jobs")],
                           env={**os.environ, **slurm}, capture_output=True, text=True,
-                          timeout=600, cwd=REPO)
+                          timeout=400, cwd=REPO)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert _rows(db) == [("ok", "", "allreduce", 2, 1)]
     assert not (tmp_path / "jobs").exists()  # no sbatch: srun inside the allocation

@@ -24,7 +24,10 @@ from harness.store import SYNTHETIC, Store
 STRATEGY_MAP = {"allreduce": "allreduce", "horovod": "horovod", "ps-sync": "ps"}
 #: (framework, strategy, device) -> the commbench library carrying its gradients.
 LIBRARY = {("torch", "allreduce", "cpu"): "torch-gloo", ("torch", "allreduce", "cuda"):
-           "torch-nccl"}
+           "torch-nccl", ("tensorflow", "allreduce", "cpu"): "tf-ring",
+           ("tensorflow", "allreduce", "cuda"): "tf-nccl",
+           **{(fw, "horovod", "cpu"): "horovod-gloo" for fw in ("torch", "tensorflow",
+                                                                 "mxnet")}}
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,8 @@ class Check:
 
 def _label(r: dict) -> str:
     return (f"{r['framework']} {r['model']} b{r['batch_size']} {r['image_size']}px "
-            f"{r['strategy']} x{r['workers']}")
+            f"{r['strategy']} x{r['workers']}"
+            + (f" {r['nodes']} hosts @ {r['link']}" if r.get("link") else ""))
 
 
 ITERATION_MODEL = "iteration model: sum of the phases timed in breakdown mode"
@@ -76,7 +80,8 @@ def _link(store: Store, r: dict, fallback: str) -> network.Link:
     from harness.commbench import fitted_link
 
     lib = LIBRARY.get((r["framework"], r["strategy"], r["device"]))
-    measured = fitted_link(store, lib, r["workers"]) if lib else None
+    # the fit measured on the same link: emulated runs carry their rate, local ones "local"
+    measured = fitted_link(store, lib, r["workers"], r.get("link") or "local") if lib else None
     return measured or network.link(fallback)
 
 
