@@ -260,6 +260,16 @@ def build_parser() -> argparse.ArgumentParser:
     cl_sub.add_parser("down", help="remove every emulated host (idempotent)")
     cl_sub.add_parser("status", help="hosts, addresses, shaped rates, interface bytes")
 
+    p_img = sub.add_parser("image", help="build a framework's container image (docker/)")
+    img_sub = p_img.add_subparsers(dest="image_command", metavar="ACTION")
+    p_ib = img_sub.add_parser("build", help="podman/docker build of docker/FRAMEWORK")
+    p_ib.add_argument("framework")
+    p_ib.add_argument("--cuda", action="store_true", help="the CUDA variant")
+    p_ib.add_argument("--engine", default="auto", choices=["auto", "podman", "docker"])
+    p_ib.add_argument("--base-image", help="BASE_IMAGE build argument (python:3.11-slim-"
+                                           "bookworm for CPU; an nvidia/cuda devel image)")
+    p_ib.add_argument("--dry-run", action="store_true", help="print the command only")
+
     p_plan = sub.add_parser("plan", help="show an experiment's runs before running it")
     p_plan.add_argument("experiment_file")
     p_plan.add_argument("--db", help="also show which runs are already stored (resume)")
@@ -469,6 +479,26 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     except emulated.ClusterError as exc:
         raise UserError(str(exc)) from None
     return 0
+
+
+def cmd_image(args: argparse.Namespace) -> int:
+    import shlex
+    import subprocess
+
+    from harness import images
+
+    if args.image_command != "build":
+        raise UserError("image needs an action: build (see dnnbench image --help)")
+    try:
+        name = "podman" if args.dry_run and args.engine == "auto" else images.engine(args.engine)
+        cmd = images.build_command(args.framework, "cuda" if args.cuda else "cpu", name,
+                                   args.base_image)
+    except images.ImageError as exc:
+        raise UserError(str(exc)) from None
+    print(" ".join(shlex.quote(c) for c in cmd))
+    if args.dry_run:
+        return 0
+    return subprocess.run(cmd, cwd=images.REPO).returncode
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -708,7 +738,8 @@ def cmd_paper(args: argparse.Namespace) -> int:
 COMMANDS = {"env": cmd_env, "models": cmd_models, "run": cmd_run, "report": cmd_report,
             "results": cmd_results, "predict": cmd_predict, "ps-placement": cmd_ps_placement,
             "paper": cmd_paper, "commbench": cmd_commbench, "plan": cmd_plan,
-            "verify": cmd_verify, "data": cmd_data, "cluster": cmd_cluster}
+            "verify": cmd_verify, "data": cmd_data, "cluster": cmd_cluster,
+            "image": cmd_image}
 
 
 def main(argv: list[str] | None = None) -> int:

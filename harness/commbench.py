@@ -131,10 +131,10 @@ def run(library: str, ranks: int, sizes: list[int], store: Store | None = None,
         procs = plan(library, ranks, sizes, env.python, source_root, iters, timeout)
         job = _launch(launcher, procs, timeout)
     else:
-        if launcher != "local":
-            raise CommbenchError(f"{library} cannot run across emulated hosts yet (its "
-                                 f"launcher, {launcher}, needs a launch agent); use "
-                                 "torch-gloo, tf-ring or mxnet-kvstore")
+        if launcher == "horovodrun":
+            raise CommbenchError("horovod-gloo cannot run across emulated hosts (horovodrun "
+                                 "starts remote ranks over ssh); use horovod-mpi, which "
+                                 "mpirun starts through its launch agent")
         try:
             cluster, made = emulated.ensure(hosts, link_label)
         except emulated.ClusterError as exc:
@@ -142,7 +142,10 @@ def run(library: str, ranks: int, sizes: list[int], store: Store | None = None,
         try:
             procs = plan(library, ranks, sizes, env.python, source_root, iters, timeout,
                          tuple(cluster.addresses))
-            job = _launch(launcher, [emulated.inside(p, cluster) for p in procs], timeout)
+            if launcher in ("mpirun", "horovodrun-mpi"):  # one mpirun, via the launch agent
+                job = local.launch([emulated.mpirun_across(procs, cluster)], timeout)
+            else:
+                job = local.launch([emulated.inside(p, cluster) for p in procs], timeout)
         finally:
             if made:
                 emulated.down()
