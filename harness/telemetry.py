@@ -150,6 +150,7 @@ class Sampler:
     def measuring(self) -> None:
         if self.data.measuring_from is None:
             self.data.measuring_from = time.monotonic() - self._t0
+            self._scanned = -RESCAN_S  # processes exist now: find all of them next tick
 
     def start(self) -> Sampler:
         self._thread.start()
@@ -172,8 +173,10 @@ class Sampler:
         millisecond the sampler runs is taken from a training thread."""
         now = time.monotonic()
         t = now - self._t0
-        if now - self._scanned >= RESCAN_S or any(r not in self._members
-                                                  for r in self.roots.values()):
+        # full scans at every tick while processes are still being started (the first
+        # RESCAN_S), then every RESCAN_S
+        if (t < RESCAN_S or now - self._scanned >= RESCAN_S
+                or any(r not in self._members for r in self.roots.values())):
             procs = _read_all()
             rows = [(pid, v[0], v[1], v[2]) for pid, v in procs.items()]
             self._members = {root: [root, *tree(root, rows)] for root in self.roots.values()
