@@ -1,4 +1,5 @@
-"""`dnnbench image build`: the framework images of docker/, built with podman or docker.
+"""`dnnbench image build`: a framework's image from docker/Dockerfile, with podman or
+docker.
 
 The tag carries the same key as the venv (the requirement files, the Horovod build files
 and the Dockerfile), so an image matches exactly one environment definition.
@@ -21,16 +22,19 @@ class ImageError(RuntimeError):
     pass
 
 
-def dockerfile(framework: str) -> Path:
-    path = REPO / "docker" / framework / "Dockerfile"
-    if not path.is_file():
-        raise ImageError(f"no Dockerfile for {framework!r}: {path}")
-    return path
+DOCKERFILE = REPO / "docker" / "Dockerfile"  # one file; FRAMEWORK picks the framework
+
+
+def check_framework(framework: str) -> None:
+    if not (REPO / "frameworks" / framework / "requirements-cpu.txt").is_file():
+        known = sorted(p.parent.name for p in (REPO / "frameworks").glob("*/requirements-cpu.txt"))
+        raise ImageError(f"no image for framework {framework!r}; known: {', '.join(known)}")
 
 
 def image_tag(framework: str, variant: str) -> str:
     h = hashlib.sha256()
-    for f in (requirements_file(framework, variant), *HOROVOD_FILES, dockerfile(framework),
+    check_framework(framework)
+    for f in (requirements_file(framework, variant), *HOROVOD_FILES, DOCKERFILE,
               REPO / "docker" / "install.sh"):
         h.update(f.read_bytes())
     return f"dnnbench-{framework}:{variant}-{h.hexdigest()[:12]}"
@@ -50,7 +54,8 @@ def engine(preferred: str = "auto") -> str:
 
 def build_command(framework: str, variant: str = "cpu", engine_name: str = "podman",
                   base_image: str | None = None) -> list[str]:
+    check_framework(framework)
     return [engine_name, "build", "--network", "host", "-f",
-            str(dockerfile(framework).relative_to(REPO)),
+            str(DOCKERFILE.relative_to(REPO)), "--build-arg", f"FRAMEWORK={framework}",
             "--build-arg", f"BASE_IMAGE={base_image or DEFAULT_BASE[variant]}",
             "--build-arg", f"VARIANT={variant}", "-t", image_tag(framework, variant), "."]
