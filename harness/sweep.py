@@ -27,7 +27,13 @@ from harness.progress import Progress
 from harness.store import RunRecord, Store
 from harness.telemetry import DEFAULT_INTERVAL_S, Sampler
 from runners import emulated
-from runners.slurm import SlurmOptions
+from runners.horovodrun import HorovodNotFound
+from runners.mpirun import MpiNotFound
+from runners.slurm import SlurmError, SlurmOptions
+
+#: Launchers that cannot start a job at all (not installed, submission refused): the run
+#: is stored as failed with the launcher's reason and the sweep goes on.
+LAUNCH_ERRORS = (SlurmError, HorovodNotFound, MpiNotFound)
 
 
 @dataclass
@@ -206,6 +212,12 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
                 prog.end("interrupted; every finished run is stored, rerun the same command to "
                          "resume", measured=False)
                 break
+            except LAUNCH_ERRORS as exc:  # the launcher itself is missing or refused the job
+                store.add(RunRecord(collect.base_row(spec, exp.name, run_id, "failed",
+                                                     str(exc), {"host": host})))
+                summary.failed += 1
+                prog.end(f"failed: {exc}", measured=False)
+                continue
             finally:
                 telemetry = sampler.stop() if sampler is not None else None
             run_host = host

@@ -121,3 +121,18 @@ def test_timeout_cancels_the_job(all_envs, slurm, tmp_path):
     queue = subprocess.run(["squeue", "-h"], env={**os.environ, **slurm}, capture_output=True,
                            text=True)
     assert queue.stdout.strip() == ""  # scancel removed it
+
+
+def test_unreachable_slurm_is_a_failed_run_not_a_crash(torch_env, tmp_path):
+    """A controller that does not answer (on loopback: no traffic leaves the machine)."""
+    conf = tmp_path / "dead.conf"
+    conf.write_text("ClusterName=none\nSlurmctldHost=localhost\nSlurmctldPort=1\n"
+                    "AuthType=auth/munge\nAuthInfo=socket=/nonexistent/munge.sock\n"
+                    "NodeName=n1 NodeHostname=localhost\nPartitionName=p Nodes=n1\n")
+    db = str(tmp_path / "r.db")
+    proc = run_cli("run", "--framework", "torch", "--strategy", "allreduce", *COMMON,
+                   "--db", db, "--slurm-dir", str(tmp_path / "jobs"),
+                   env={"SLURM_CONF": str(conf)})
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    ((status, reason, *_),) = _rows(db)
+    assert status == "failed" and "sbatch" in reason
