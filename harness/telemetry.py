@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from runners.process import tree
+from runners.process import all_pids, read_stat, tree
 
 TICK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -81,20 +81,12 @@ class Telemetry:
 
 def _read(pids) -> dict[int, tuple[int, int, str, int, int]]:
     """pid -> (ppid, process group, state, cpu ticks, rss pages) for these pids."""
-    out = {}
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                stat = fh.read().decode(errors="replace")
-        except OSError:
-            continue
-        f = stat[stat.rfind(")") + 2:].split()
-        out[int(pid)] = (int(f[1]), int(f[2]), f[0], int(f[11]) + int(f[12]), int(f[21]))
-    return out
+    return {pid: (int(f[1]), int(f[2]), f[0], int(f[11]) + int(f[12]), int(f[21]))
+            for pid, f in read_stat(pids).items()}
 
 
 def _read_all() -> dict[int, tuple[int, int, str, int, int]]:
-    return _read(e for e in os.listdir("/proc") if e.isdigit())
+    return _read(all_pids())
 
 
 class _Nvml:

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from runners.spec import JobResult, ProcessResult, ProcessSpec
 
@@ -25,20 +25,27 @@ LineCallback = Callable[[str, str], None]  # (process tag, line)
 StartCallback = Callable[[str, int], None]  # (process tag, pid): telemetry, fault tests
 
 
-def _scan() -> list[tuple[int, int, int, str]]:
-    """(pid, ppid, process group, state) of every process visible in /proc."""
-    rows = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+def read_stat(pids: Iterable[int | str]) -> dict[int, list[str]]:
+    """pid -> the fields of /proc/PID/stat after the command name (state is field 0), for
+    the pids that still exist. One reader for the runner's tree walk and the telemetry."""
+    out = {}
+    for pid in pids:
         try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
                 stat = fh.read().decode(errors="replace")
         except OSError:
             continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        rows.append((int(entry), int(fields[1]), int(fields[2]), fields[0]))
-    return rows
+        out[int(pid)] = stat[stat.rfind(")") + 2:].split()
+    return out
+
+
+def all_pids() -> list[str]:
+    return [e for e in os.listdir("/proc") if e.isdigit()]
+
+
+def _scan() -> list[tuple[int, int, int, str]]:
+    """(pid, ppid, process group, state) of every process visible in /proc."""
+    return [(pid, int(f[1]), int(f[2]), f[0]) for pid, f in read_stat(all_pids()).items()]
 
 
 def tree(pid: int, rows: list[tuple[int, int, int, str]] | None = None) -> list[int]:

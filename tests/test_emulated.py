@@ -15,6 +15,7 @@ import pytest
 
 from runners import emulated
 from tests.conftest import run_cli
+from tests.test_process_runner import alive
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 
@@ -157,11 +158,7 @@ def test_cluster_down_cleans_up_after_a_killed_sweep(all_envs, clean, tmp_path):
 
 
 def _alive(pid: str) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+    return alive(int(pid))
 
 
 def _ns_pids() -> list[str]:

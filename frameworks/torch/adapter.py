@@ -118,6 +118,10 @@ class TorchTrainer:
         self.scaler = torch.amp.GradScaler(self.device.type,
                                            enabled=amp and self.device.type == "cuda")
         self._loss: torch.Tensor | None = None
+        # decided once, not per step: how Horovod joins the fused step
+        self._hvd_after_backward = self.hvd is not None and spec.mode == "breakdown"
+        self._hvd_amp = (self.hvd is not None and self.scaler.is_enabled()
+                         and spec.mode != "breakdown")
 
     def _init_ddp(self, spec: RunSpec, local_rank: int) -> None:
         import torch.distributed as dist
@@ -165,9 +169,9 @@ class TorchTrainer:
         with self._autocast():
             loss = self.criterion(self.model(self.images), self.labels)
         self.scaler.scale(loss).backward()
-        if self.hvd is not None and self.spec.mode == "breakdown":
+        if self._hvd_after_backward:
             self.communicate()  # paired throughput trials of a breakdown run
-        if self.hvd is not None and self.scaler.is_enabled() and self.spec.mode != "breakdown":
+        if self._hvd_amp:
             # Horovod + GradScaler: finish the allreduce before unscaling (Horovod docs)
             self.optimizer.synchronize()
             self.scaler.unscale_(self.optimizer)
