@@ -3,6 +3,9 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 FRAMEWORKS ?= torch tensorflow mxnet
 RESULTS ?= results
+# base image for `make bench`'s container image: local = a debootstrap base made here (no
+# registry needed); python:3.11-slim-bookworm where a registry is reachable
+IMAGE_BASE ?= local
 
 .PHONY: demo test test-fast lint bench clean-results help
 
@@ -39,7 +42,11 @@ bench:
 	$$venv/bin/python bench/run.py; \
 	$$venv/bin/python -m bench.telemetry; \
 	$$venv/bin/python -m bench.comm_ratio; \
-	$$venv/bin/python -m bench.strategies
+	$$venv/bin/python -m bench.strategies; \
+	if command -v podman >/dev/null || command -v docker >/dev/null; then \
+	  $$venv/bin/dnnbench image build torch --base-image $(IMAGE_BASE); \
+	  $$venv/bin/python -m bench.containers; \
+	else echo "bench.containers skipped: no podman or docker"; fi
 
 clean-results:
 	rm -rf $(RESULTS)

@@ -5,6 +5,11 @@
 set -euo pipefail
 fw=$1
 variant=${2:-cpu}
+# Build arguments the builder did not get arrive empty: an empty PIP_* would override pip's
+# own defaults, so only the ones with a value stay.
+for v in PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_FIND_LINKS PIP_CONSTRAINT PIP_CERT; do
+  [ -n "${!v:-}" ] || unset "$v"
+done
 python3 -m venv /opt/venv
 /opt/venv/bin/python -m pip install --upgrade pip
 /opt/venv/bin/python -m pip install -r "/opt/dnnbench/frameworks/$fw/requirements-$variant.txt"

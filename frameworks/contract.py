@@ -33,6 +33,10 @@ PS_STRATEGIES = ("ps-sync", "ps-async")
 #: parameter-server roles); "slurm" submits one sbatch job per run (srun inside an
 #: existing allocation).
 LAUNCHERS = ("auto", "local", "mpirun", "horovodrun", "slurm")
+#: Where the worker's software comes from: "venv" (the framework's cached virtual
+#: environment, `dnnbench env setup`) or "container" (the framework's image, `dnnbench
+#: image build`, each process in its own container; runners/container.py).
+ENVS = ("venv", "container")
 
 
 @dataclass(frozen=True)
@@ -81,7 +85,7 @@ SUPPORT: dict[str, FrameworkSupport] = {
 
 #: Fields added after the first release, with their defaults (see RunSpec.config_hash).
 LATER_FIELDS: dict[str, Any] = {"data": "", "loader_workers": 2, "launcher": "auto",
-                                "link": ""}
+                                "link": "", "env": "venv"}
 
 
 class SpecError(ValueError):
@@ -128,6 +132,7 @@ class RunSpec:
     #: "" runs every process on this host; a rate ("1gbit") or "unshaped" runs each node
     #: in its own emulated host (runners/emulated.py) joined by a link of that rate
     link: str = ""
+    env: str = "venv"  # see ENVS
 
     @property
     def workers(self) -> int:
@@ -269,6 +274,11 @@ def validate(spec: RunSpec) -> None:
     if launcher == "mpirun" and spec.strategy in PS_STRATEGIES:
         raise SpecError("launcher = 'mpirun' runs one program on every rank, but a parameter "
                         "server job has scheduler, server and worker roles; use local")
+    _choice("env", spec.env, ENVS)
+    if spec.env == "container" and launcher != "local":
+        raise UnsupportedError(f"env = 'container' starts each process in its own container "
+                               f"(the local launcher); launcher {launcher!r} would have to run "
+                               f"inside the image (not supported yet): use env = 'venv'")
     if spec.strategy in PS_STRATEGIES and spec.ps < 1:
         raise SpecError(f"strategy {spec.strategy!r} needs ps >= 1 parameter servers")
     if spec.strategy not in PS_STRATEGIES and spec.ps:

@@ -59,7 +59,8 @@ def run(spec: RunSpec) -> None:
 
     rank, world = _rank()
     adapter = importlib.import_module(f"frameworks.{spec.framework}.adapter")
-    events.emit(events.ENVIRONMENT, rank=rank, **adapter.environment(spec))
+    events.emit(events.ENVIRONMENT, rank=rank, executable=sys.executable,
+                **adapter.environment(spec))
     if spec.mode == "loader":
         _measure_loader(spec, rank, world)
         return

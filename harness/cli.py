@@ -60,6 +60,9 @@ def _add_spec_flags(p: argparse.ArgumentParser) -> None:
                    help="how processes start (auto: horovodrun for horovod, else local)")
     g.add_argument("--link", help="run each node in an emulated host joined at this rate "
                                   "(1gbit, 2gbit, unshaped; needs root; see dnnbench cluster)")
+    g.add_argument("--env", choices=["venv", "container"],
+                   help="run workers in the framework's venv (default) or each in a "
+                        "container of its image (see dnnbench image build)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -108,6 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
                       help="extra #SBATCH line, e.g. --qos=debug (repeatable)")
     g_sl.add_argument("--slurm-dir", default="results/slurm",
                       help="where scripts and job output go (results/slurm)")
+    g_ct = p_run.add_argument_group("Containers (with --env container)")
+    g_ct.add_argument("--container-engine", default="auto",
+                      choices=["auto", "podman", "docker", "apptainer", "singularity"],
+                      help="auto: podman if installed, else docker")
+    g_ct.add_argument("--container-image", default="",
+                      help="run this image instead of the framework's own (a tag, or for "
+                           "apptainer a .sif file: see docker/README.md)")
     p_run.add_argument("--telemetry-interval", type=float, default=1.0, metavar="S",
                        help="sample CPU, memory (and GPU via NVML) every S seconds (1; "
                             "0: off)")
@@ -260,15 +270,29 @@ def build_parser() -> argparse.ArgumentParser:
     cl_sub.add_parser("down", help="remove every emulated host (idempotent)")
     cl_sub.add_parser("status", help="hosts, addresses, shaped rates, interface bytes")
 
-    p_img = sub.add_parser("image", help="build a framework's container image (docker/)")
+    p_img = sub.add_parser(
+        "image", help="build a framework's container image (docker/)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  dnnbench image build torch                     # base "
+               "python:3.11-slim-bookworm\n  dnnbench image build torch --base-image local"
+               "   # no registry: a debootstrap base made here\n  dnnbench image build "
+               "torch --cuda --base-image nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04\n"
+               "  dnnbench run --framework torch --model resnet50 --env container\n"
+               "see docker/README.md")
     img_sub = p_img.add_subparsers(dest="image_command", metavar="ACTION")
-    p_ib = img_sub.add_parser("build", help="podman/docker build of docker/FRAMEWORK")
+    p_ib = img_sub.add_parser("build", help="podman/docker build of docker/Dockerfile for a "
+                                            "framework (skipped when the image is current)")
     p_ib.add_argument("framework")
     p_ib.add_argument("--cuda", action="store_true", help="the CUDA variant")
     p_ib.add_argument("--engine", default="auto", choices=["auto", "podman", "docker"])
-    p_ib.add_argument("--base-image", help="BASE_IMAGE build argument (python:3.11-slim-"
-                                           "bookworm for CPU; an nvidia/cuda devel image)")
+    p_ib.add_argument("--base-image", help="BASE_IMAGE build argument (default python:3.11-"
+                                           "slim-bookworm for CPU, an nvidia/cuda devel image "
+                                           "for CUDA; 'local': a Debian base made here with "
+                                           "debootstrap, for hosts without a registry)")
+    p_ib.add_argument("--rebuild", action="store_true", help="build even if current")
     p_ib.add_argument("--dry-run", action="store_true", help="print the command only")
+    img_sub.add_parser("base", help="make the local Debian base image (debootstrap + import; "
+                                    "what --base-image local uses)")
 
     p_plan = sub.add_parser("plan", help="show an experiment's runs before running it")
     p_plan.add_argument("experiment_file")
@@ -280,7 +304,7 @@ def _spec_overrides(args: argparse.Namespace) -> dict[str, Any]:
     keys = ("framework", "model", "batch_size", "image_size", "num_classes", "steps", "warmup",
             "trials", "mode", "device", "precision", "layout", "threads", "timeout_s", "label",
             "strategy", "nodes", "devices_per_node", "ps", "memory_limit_mb", "xla", "data",
-            "loader_workers", "launcher", "link")
+            "loader_workers", "launcher", "link", "env")
     return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
 
 
@@ -363,7 +387,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         summary = sweep.run_experiment(exp, store, retry_failed=args.retry_failed,
                                        stream_output=args.verbose,
                                        telemetry_interval_s=args.telemetry_interval,
-                                       slurm_options=slurm_opts)
+                                       slurm_options=slurm_opts,
+                                       container_options=sweep.ContainerOptions(
+                                           args.container_engine, args.container_image))
         print(f"done: {summary.ok} ok, {summary.failed} failed, {summary.skipped} skipped, "
               f"{summary.reused} already stored")
         if args.csv:
@@ -483,22 +509,28 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 def cmd_image(args: argparse.Namespace) -> int:
     import shlex
-    import subprocess
 
     from harness import images
 
-    if args.image_command != "build":
-        raise UserError("image needs an action: build (see dnnbench image --help)")
+    if args.image_command not in ("build", "base"):
+        raise UserError("image needs an action: build or base (see dnnbench image --help)")
     try:
-        name = "podman" if args.dry_run and args.engine == "auto" else images.engine(args.engine)
-        cmd = images.build_command(args.framework, "cuda" if args.cuda else "cpu", name,
-                                   args.base_image)
+        if args.image_command == "base":
+            print(images.ensure_base(images.engine("auto")))
+            return 0
+        variant = "cuda" if args.cuda else "cpu"
+        if args.dry_run:
+            name = "podman" if args.engine == "auto" else args.engine
+            base = images.base_tag() if args.base_image == "local" else args.base_image
+            print(" ".join(shlex.quote(c) for c in images.build_command(
+                args.framework, variant, name, base, images.pip_settings())))
+            return 0
+        name = images.engine(args.engine)
+        base = images.ensure_base(name) if args.base_image == "local" else args.base_image
+        print(images.ensure(args.framework, variant, name, base, rebuild=args.rebuild))
     except images.ImageError as exc:
         raise UserError(str(exc)) from None
-    print(" ".join(shlex.quote(c) for c in cmd))
-    if args.dry_run:
-        return 0
-    return subprocess.run(cmd, cwd=images.REPO).returncode
+    return 0
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

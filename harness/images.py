@@ -1,28 +1,37 @@
-"""`dnnbench image build`: a framework's image from docker/Dockerfile, with podman or
-docker.
+"""`dnnbench image base|build`: a framework's container image from docker/Dockerfile, with
+podman or docker, and the lookups a containerised sweep needs.
 
 The tag carries the same key as the venv (the requirement files, the Horovod build files
-and the Dockerfile), so an image matches exactly one environment definition.
+and the Dockerfile), so an image matches exactly one environment definition. A built image
+is also saved as an archive in the cache (keyed by that tag): a fresh engine store (a new
+CI machine, a pruned host) loads it in seconds instead of rebuilding for minutes.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
+from urllib.parse import urlparse
 
-from harness.envs import HOROVOD_FILES, requirements_file
+from harness.envs import HOROVOD_FILES, EnvError, cache_dir, requirements_file
+from runners import container
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_BASE = {"cpu": "python:3.11-slim-bookworm",
                 "cuda": "nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04"}
-
-
-class ImageError(RuntimeError):
-    pass
-
-
 DOCKERFILE = REPO / "docker" / "Dockerfile"  # one file; FRAMEWORK picks the framework
+BASE_SCRIPT = REPO / "docker" / "base-image.sh"
+#: pip settings forwarded to the build (build argument = PIP_<KEY>)
+#: (cert: a host whose HTTPS goes through an inspecting proxy trusts its CA bundle only)
+PIP_KEYS = ("index-url", "extra-index-url", "find-links", "constraint", "cert")
+
+
+class ImageError(EnvError):
+    """An image or engine is missing; the message names the command that fixes it."""
 
 
 def check_framework(framework: str) -> None:
@@ -37,7 +46,13 @@ def image_tag(framework: str, variant: str) -> str:
     for f in (requirements_file(framework, variant), *HOROVOD_FILES, DOCKERFILE,
               REPO / "docker" / "install.sh"):
         h.update(f.read_bytes())
-    return f"dnnbench-{framework}:{variant}-{h.hexdigest()[:12]}"
+    return f"localhost/dnnbench-{framework}:{variant}-{h.hexdigest()[:12]}"
+
+
+def base_tag() -> str:
+    """The locally made Debian base (docker/base-image.sh), keyed by that script."""
+    key = hashlib.sha256(BASE_SCRIPT.read_bytes()).hexdigest()[:12]
+    return f"localhost/dnnbench-base:bookworm-{key}"
 
 
 def engine(preferred: str = "auto") -> str:
@@ -52,10 +67,134 @@ def engine(preferred: str = "auto") -> str:
                      "runc; see docker/README.md)")
 
 
+def engine_env(engine_name: str) -> dict[str, str]:
+    return {**os.environ, **container.engine_env(engine_name)}
+
+
+def _engine(engine_name: str, *args: str, capture: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run([engine_name, *args], env=engine_env(engine_name), text=True,
+                          capture_output=capture)
+
+
+def exists(tag: str, engine_name: str) -> bool:
+    return _engine(engine_name, "image", "exists" if engine_name == "podman" else "inspect",
+                   tag).returncode == 0
+
+
+def pip_settings(python: str = sys.executable) -> dict[str, str]:
+    """The pip settings in force on this host (config files and PIP_* variables), as pip
+    itself reports them: key -> value, for the keys an image build needs."""
+    proc = subprocess.run([python, "-m", "pip", "config", "list"], capture_output=True,
+                          text=True)
+    out: dict[str, str] = {}
+    # pip lists PIP_* variables (":env:") first, but they override every config file
+    lines = sorted(proc.stdout.splitlines(), key=lambda line: line.startswith(":env:"))
+    for line in lines:
+        scoped, _, value = line.partition("=")
+        key = scoped.rpartition(".")[2]
+        if key in PIP_KEYS and value:
+            out[key] = value.strip().strip("'\"")
+    return out
+
+
+def local_paths(settings: dict[str, str]) -> list[str]:
+    """Local folders and files the pip settings name (plain paths and file:// URLs): an
+    image build must see them at the same paths."""
+    paths = set()
+    for value in settings.values():
+        for item in value.split():
+            path = urlparse(item).path if item.startswith("file:") else item
+            if path.startswith("/") and os.path.exists(path):
+                # mount the index's folder itself, not just its simple/ page
+                paths.add(str(Path(path).parent) if path.rstrip("/").endswith("/simple")
+                          else path.rstrip("/"))
+    return sorted(paths)
+
+
 def build_command(framework: str, variant: str = "cpu", engine_name: str = "podman",
-                  base_image: str | None = None) -> list[str]:
+                  base_image: str | None = None,
+                  pip: dict[str, str] | None = None) -> list[str]:
     check_framework(framework)
-    return [engine_name, "build", "--network", "host", "-f",
-            str(DOCKERFILE.relative_to(REPO)), "--build-arg", f"FRAMEWORK={framework}",
-            "--build-arg", f"BASE_IMAGE={base_image or DEFAULT_BASE[variant]}",
-            "--build-arg", f"VARIANT={variant}", "-t", image_tag(framework, variant), "."]
+    base = base_image or DEFAULT_BASE[variant]
+    cmd = [engine_name, "build", "--network", "host", "-f", str(DOCKERFILE.relative_to(REPO)),
+           "--build-arg", f"FRAMEWORK={framework}", "--build-arg", f"BASE_IMAGE={base}",
+           "--build-arg", f"VARIANT={variant}", "--label", f"dnnbench.base={base}"]
+    pip = pip or {}
+    for key in PIP_KEYS:
+        if key in pip:
+            cmd += ["--build-arg", f"PIP_{key.upper().replace('-', '_')}={pip[key]}"]
+    if engine_name == "podman":  # docker build has no volumes: it reaches the index by network
+        cmd += ["--format", "docker"]  # OCI images drop SHELL (pipefail in RUN)
+        for path in local_paths(pip):
+            cmd += ["-v", f"{path}:{path}:ro"]
+    return cmd + ["-t", image_tag(framework, variant), "."]
+
+
+def archive_path(tag: str) -> Path:
+    return cache_dir() / "images" / (tag.rpartition("/")[2].replace(":", "_") + ".tar")
+
+
+def present(tag: str, engine_name: str, log=sys.stderr) -> bool:
+    """In the engine's store, or loaded into it from the cache's archive."""
+    if exists(tag, engine_name):
+        return True
+    archive = archive_path(tag)
+    if not archive.is_file():
+        return False
+    print(f"loading {tag} from {archive} ...", file=log, flush=True)
+    return (_engine(engine_name, "load", "-i", str(archive)).returncode == 0
+            and exists(tag, engine_name))
+
+
+def base_command(tag: str | None = None) -> list[str]:
+    return ["bash", str(BASE_SCRIPT), tag or base_tag()]
+
+
+def ensure_base(engine_name: str, log=sys.stderr) -> str:
+    """The local Debian base image, made with debootstrap the first time."""
+    tag = base_tag()
+    if exists(tag, engine_name):
+        return tag
+    print(f"making base image {tag} (debootstrap, ~1 min) ...", file=log, flush=True)
+    proc = subprocess.run(base_command(tag), env={**engine_env(engine_name),
+                                                  "DNNBENCH_ENGINE": engine_name},
+                          text=True, capture_output=True)
+    if proc.returncode != 0:
+        raise ImageError(f"base image failed: {proc.stderr.strip()[-2000:]}")
+    return tag
+
+
+def ensure(framework: str, variant: str = "cpu", engine_name: str = "podman",
+           base_image: str | None = None, rebuild: bool = False, log=sys.stderr) -> str:
+    """The image for this environment definition: already in the engine's store, loaded
+    from the cache's archive, or built (then archived). Returns its tag."""
+    tag = image_tag(framework, variant)
+    if not rebuild and present(tag, engine_name, log):
+        print(f"{tag} is up to date", file=log, flush=True)
+        return tag
+    archive = archive_path(tag)
+    cmd = build_command(framework, variant, engine_name, base_image, pip_settings())
+    print(" ".join(cmd), file=log, flush=True)
+    if subprocess.run(cmd, cwd=REPO, env=engine_env(engine_name)).returncode != 0:
+        raise ImageError(f"building {tag} failed (output above)")
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    tmp = archive.with_suffix(".tmp")
+    tmp.unlink(missing_ok=True)
+    if _engine(engine_name, "save", "-o", str(tmp), tag).returncode == 0:
+        tmp.rename(archive)
+    return tag
+
+
+def find(framework: str, variant: str, engine_name: str) -> str:
+    """The built image a containerised run uses, or ImageError naming the command to run."""
+    tag = image_tag(framework, variant)
+    if present(tag, engine_name):
+        return tag
+    flag = " --cuda" if variant == "cuda" else ""
+    raise ImageError(f"no {engine_name} image {tag} for the current {framework} ({variant}) "
+                     f"requirements; run: dnnbench image build {framework}{flag}")
+
+
+def image_id(tag: str, engine_name: str) -> str | None:
+    proc = _engine(engine_name, "image", "inspect", "--format", "{{.Id}}", tag)
+    return proc.stdout.strip() or None if proc.returncode == 0 else None

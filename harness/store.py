@@ -62,6 +62,8 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
     ("t_update_s", "REAL", "s", "breakdown: median optimizer update time"),
     ("link", "TEXT", "", "emulated inter-host link rate (e.g. 1gbit, unshaped); empty: "
      "all processes on this host"),
+    ("env", "TEXT", "", "where the worker's software came from: venv (the framework's "
+     "virtual environment) or container (its image; the manifest names image and engine)"),
     ("data", "TEXT", "", "input: 'synthetic' or the dataset folder of a real pipeline"),
     ("loader_workers", "INTEGER", "", "data-loader processes/threads per worker (real data)"),
     ("corrupt_skipped", "INTEGER", "files", "dataset files skipped as not complete JPEGs "

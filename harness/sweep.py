@@ -26,14 +26,23 @@ from harness.manifest import host_manifest
 from harness.progress import Progress
 from harness.store import RunRecord, Store
 from harness.telemetry import DEFAULT_INTERVAL_S, Sampler
-from runners import emulated
+from runners import container, emulated
 from runners.horovodrun import HorovodNotFound
 from runners.mpirun import MpiNotFound
 from runners.slurm import SlurmError, SlurmOptions
 
 #: Launchers that cannot start a job at all (not installed, submission refused): the run
 #: is stored as failed with the launcher's reason and the sweep goes on.
-LAUNCH_ERRORS = (SlurmError, HorovodNotFound, MpiNotFound)
+LAUNCH_ERRORS = (SlurmError, HorovodNotFound, MpiNotFound, container.ContainerError)
+
+
+@dataclass(frozen=True)
+class ContainerOptions:
+    """How `env = "container"` runs are started: the engine (auto: podman, else docker)
+    and, instead of the framework's own image, an explicit one (an Apptainer .sif)."""
+
+    engine: str = "auto"
+    image: str = ""
 
 
 @dataclass
@@ -75,8 +84,28 @@ def worker_source_root() -> str:
 
 def check_environments(exp: Experiment) -> dict[tuple[str, str], envs.Env]:
     """Every environment the sweep needs, or EnvError before anything runs."""
-    needed = sorted({(s.framework, variant_for(s.device)) for s in exp.runnable})
+    needed = sorted({(s.framework, variant_for(s.device)) for s in exp.runnable
+                     if s.env == "venv"})
     return {key: envs.find(*key) for key in needed}
+
+
+def check_images(exp: Experiment, options: ContainerOptions) -> dict[tuple[str, str], dict]:
+    """Every image the sweep's container runs need (engine, tag, id), or ImageError naming
+    the build command, before anything runs."""
+    from harness import images
+
+    needed = sorted({(s.framework, variant_for(s.device)) for s in exp.runnable
+                     if s.env == "container"})
+    if not needed:
+        return {}
+    engine = (options.engine if options.engine in ("apptainer", "singularity")
+              else images.engine(options.engine))
+    out = {}
+    for key in needed:
+        tag = options.image or images.find(*key, engine)
+        out[key] = {"engine": engine, "image": tag,
+                    "image_id": None if options.image else images.image_id(tag, engine)}
+    return out
 
 
 def describe(spec) -> str:
@@ -86,6 +115,7 @@ def describe(spec) -> str:
             + (f" on {spec.nodes} hosts @ {spec.link}" if spec.link else "")
             + (f" real data ({spec.data})" if spec.data else "")
             + (f" via {spec.launcher}" if spec.launcher not in ("auto", "local") else "")
+            + (" in containers" if spec.env == "container" else "")
             + (f" [{spec.label}]" if spec.label else ""))
 
 
@@ -93,18 +123,31 @@ def _placed(spec, python: str, source_root: str, run_id: str,
             cluster: emulated.Cluster | None) -> tuple[list, str]:
     """The run's processes and the launcher that starts them: on this host, or one node
     per emulated host (each process inside its host's namespace, or one mpirun reaching
-    the hosts through its launch agent)."""
+    the hosts through its launch agent); in containers, each process in its own (the
+    container launcher puts it in its host's namespace)."""
+    launcher = "container" if spec.env == "container" else spec.resolved_launcher
     if cluster is None:
-        return plan(spec, PlanContext(python, source_root, run_id)), spec.resolved_launcher
+        return plan(spec, PlanContext(python, source_root, run_id)), launcher
     ctx = PlanContext(python, source_root, run_id, hosts=tuple(cluster.addresses),
                       cores_per_host=max(1, (os.cpu_count() or 1) // spec.nodes))
     procs = plan(spec, ctx)
+    if launcher == "container":
+        return [emulated.on_lab_interface(p) for p in procs], launcher
     if spec.resolved_launcher == "mpirun":
         return [emulated.mpirun_across(procs, cluster)], "local"
     return [emulated.inside(p, cluster) for p in procs], "local"
 
 
-def _launch_options(spec, run_id: str, slurm_options: SlurmOptions | None) -> dict:
+def _launch_options(spec, run_id: str, slurm_options: SlurmOptions | None,
+                    image: dict | None = None, source_root: str = "",
+                    cluster: emulated.Cluster | None = None) -> dict:
+    if spec.env == "container":
+        assert image is not None
+        # the same paths inside as outside: the worker code the harness speaks to, the data
+        mounts = (source_root,) + ((str(Path(spec.data).resolve()),) if spec.data else ())
+        return {"image": image["image"], "engine": image["engine"],
+                "gpus": spec.device == "cuda", "mounts": mounts, "job": f"dnnbench-{run_id}",
+                "netns": dict(zip(cluster.addresses, cluster.hosts)) if cluster else None}
     if spec.resolved_launcher != "slurm":
         return {}
     return {"options": slurm_options or SlurmOptions(), "nodes": spec.nodes,
@@ -136,11 +179,13 @@ def write_sbatch_scripts(exp: Experiment, directory: str,
 def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
                    stream_output: bool = False, out: TextIO | None = None,
                    telemetry_interval_s: float = DEFAULT_INTERVAL_S,
-                   slurm_options: SlurmOptions | None = None) -> SweepSummary:
+                   slurm_options: SlurmOptions | None = None,
+                   container_options: ContainerOptions | None = None) -> SweepSummary:
     """Run every planned configuration not yet stored; progress goes to `out` (stdout):
     live on a terminal, plain lines otherwise. Resource telemetry is sampled every
     `telemetry_interval_s` (0: off)."""
     environments = check_environments(exp)
+    images = check_images(exp, container_options or ContainerOptions())
     done = {r["config_hash"]: r["status"] for r in store.runs(
         "WHERE experiment = ?", (exp.name,))}
     keep = {"ok", "skipped"} | (set() if retry_failed else {"failed", "timeout"})
@@ -169,7 +214,10 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
                 summary.skipped += 1
                 prog.end(f"skipped: {planned.skip_reason}", measured=False)
                 continue
-            env = environments[(spec.framework, variant_for(spec.device))]
+            key = (spec.framework, variant_for(spec.device))
+            image = images[key] if spec.env == "container" else None
+            python = environments[key].python if image is None else container.IMAGE_PYTHON
+            run_host = host if image is None else {**host, "container": image}
             run_id = collect.new_run_id()
             cluster = None
             if spec.link:  # one emulated host per node, joined by a link of this rate
@@ -177,12 +225,12 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
                     cluster, made = emulated.ensure(spec.nodes, spec.link)
                 except emulated.ClusterError as exc:
                     store.add(RunRecord(collect.base_row(spec, exp.name, run_id, "failed",
-                                                         str(exc), {"host": host})))
+                                                         str(exc), {"host": run_host})))
                     summary.failed += 1
                     prog.end(f"failed: {exc}", measured=False)
                     continue
                 made_cluster = made_cluster or made
-            procs, launcher = _placed(spec, env.python, source_root, run_id, cluster)
+            procs, launcher = _placed(spec, python, source_root, run_id, cluster)
             counters = ({ns: emulated.interface_bytes(ns) for ns in cluster.hosts}
                         if cluster is not None else {})
             if spec.memory_limit_mb:
@@ -206,7 +254,8 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
             try:
                 job = runners.launch(launcher, procs, spec.timeout_s,
                                      on_line=on_line, on_start=sampler.add if sampler else None,
-                                     **_launch_options(spec, run_id, slurm_options))
+                                     **_launch_options(spec, run_id, slurm_options, image,
+                                                       source_root, cluster))
             except KeyboardInterrupt:
                 summary.interrupted = True
                 prog.end("interrupted; every finished run is stored, rerun the same command to "
@@ -214,16 +263,15 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
                 break
             except LAUNCH_ERRORS as exc:  # the launcher itself is missing or refused the job
                 store.add(RunRecord(collect.base_row(spec, exp.name, run_id, "failed",
-                                                     str(exc), {"host": host})))
+                                                     str(exc), {"host": run_host})))
                 summary.failed += 1
                 prog.end(f"failed: {exc}", measured=False)
                 continue
             finally:
                 telemetry = sampler.stop() if sampler is not None else None
-            run_host = host
             if cluster is not None:
                 after = {ns: emulated.interface_bytes(ns) for ns in cluster.hosts}
-                run_host = {**host, "emulated": {
+                run_host = {**run_host, "emulated": {
                     "link": cluster.link, "hosts": dict(zip(cluster.hosts, cluster.addresses)),
                     "bytes": {ns: {k: after[ns][k] - counters[ns][k] for k in after[ns]}
                               for ns in cluster.hosts}}}

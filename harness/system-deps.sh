@@ -6,6 +6,8 @@
 #   Chromium   the report's browser test (headless); skipped with --runtime
 #   Slurm      slurm-wlm + munge: the Slurm launcher's tests (harness/slurm-cluster.sh);
 #              skipped with --runtime
+#   Podman     podman + runc + debootstrap: container images and the container launcher's
+#              tests (docker/; a local Debian base image); skipped with --runtime
 set -euo pipefail
 need=()
 command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
@@ -17,6 +19,9 @@ if [ "${1:-}" != "--runtime" ]; then
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
   command -v slurmctld >/dev/null 2>&1 || need+=(slurm-wlm)  # tests: a local Slurm cluster
   command -v munged >/dev/null 2>&1 || need+=(munge)
+  command -v podman >/dev/null 2>&1 || need+=(podman)
+  command -v runc >/dev/null 2>&1 || need+=(runc)
+  command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 fi
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" -ne 0 ]; then

@@ -154,7 +154,7 @@ def build(store: Store, experiment: str | None = None) -> dict[str, Any]:
     ps = T.ps_placement(runs)
     ps_rec = T.ps_recorded(ok)
     acc, fail = T.model_accuracy(checks), T.failures(bad)
-    pipe, res = T.pipeline(ok), T.resources(ok)
+    pipe, res, envs = T.pipeline(ok), T.resources(ok), T.environments(ok)
     bd_chart = stacked_bars(
         "Time per iteration by phase", "ms",
         [(f"{r['framework']} {r['model']} {r['config']} x{r['workers']}",
@@ -175,6 +175,7 @@ def build(store: Store, experiment: str | None = None) -> dict[str, Any]:
             ("ps", "Parameter servers", [c for c in [_ps_chart(ps)] if c], [ps_rec, ps]),
             ("pipeline", "Input pipeline", [], [pipe]),
             ("resources", "Resources", [], [res]),
+            ("environments", "Venv vs container", [], [envs]),
             ("model", "Performance model: predicted vs measured", [], [acc]),
             ("failures", "Failed and skipped runs", [], [fail]),
         ],

@@ -64,10 +64,52 @@ def synthetic(r: dict) -> bool:
     return r.get("data") in (None, "synthetic")
 
 
-def config(r: dict) -> str:
+def env_of(r: dict) -> str:
+    return r.get("env") or "venv"  # rows stored before the env axis ran in venvs
+
+
+def config(r: dict, with_env: bool = True) -> str:
     return (f"b{r['batch_size']} {r['image_size']}px {r['device']} {r['precision']}"
             + ("" if synthetic(r) else " real data")
-            + (f" {r['nodes']} hosts @ {r['link']}" if r.get("link") else ""))
+            + (f" {r['nodes']} hosts @ {r['link']}" if r.get("link") else "")
+            + (" in containers" if with_env and env_of(r) == "container" else ""))
+
+
+def environments(ok: list[dict]) -> Table:
+    """The same configuration run in the framework's venv and in its container image:
+    a container should cost nothing measurable (same code, same libraries, host network)."""
+    t = Table("environments", "Venv vs container: the same runs in both environments", [
+        Column("framework", "framework", digits=0), Column("model", "model", digits=0),
+        Column("strategy", "strategy", digits=0), Column("workers", "workers"),
+        Column("config", "config", digits=0), Column("venv", "venv", "images/s"),
+        Column("container", "container", "images/s"),
+        Column("diff_pct", "container vs venv", "%", 2),
+        Column("verdict", "verdict", digits=0)],
+        note="Latest ok run of each configuration in each environment (mode throughput). "
+             "'within noise' when the two 95% intervals overlap. Containers run with host "
+             "networking and IPC and the venv's exact requirement files (docker/Dockerfile); "
+             "what can differ is the Python build and system libraries of the base image "
+             "(the run's manifest records both).")
+    latest: dict[tuple, dict[str, dict]] = defaultdict(dict)
+    for r in ok:
+        if r["mode"] == "throughput":
+            key = (r["framework"], r["model"], r["strategy"], r["workers"], config(r, False))
+            latest[key][env_of(r)] = r
+    for key, by_env in sorted(latest.items()):
+        venv, ctr = by_env.get("venv"), by_env.get("container")
+        if not venv or not ctr:
+            continue
+        overlap = (venv.get("images_per_s_low") is not None
+                   and ctr.get("images_per_s_low") is not None
+                   and venv["images_per_s_low"] <= ctr["images_per_s_high"]
+                   and ctr["images_per_s_low"] <= venv["images_per_s_high"])
+        diff = (ctr["images_per_s"] / venv["images_per_s"] - 1) * 100
+        t.rows.append({"framework": display(key[0]), "model": key[1], "strategy": key[2],
+                       "workers": key[3], "config": key[4], "venv": venv["images_per_s"],
+                       "container": ctr["images_per_s"], "diff_pct": diff,
+                       "verdict": "within noise" if overlap else
+                       ("container slower" if diff < 0 else "container faster")})
+    return t
 
 
 def shootout(ok: list[dict]) -> Table:
@@ -129,8 +171,8 @@ def _baseline(ok: list[dict], r: dict) -> dict | None:
 
 
 def _same_input(a: dict, b: dict) -> bool:
-    return all(a[k] == b[k] for k in ("framework", "model", "batch_size", "image_size",
-                                      "device", "workers"))
+    return env_of(a) == env_of(b) and all(a[k] == b[k] for k in (
+        "framework", "model", "batch_size", "image_size", "device", "workers"))
 
 
 def pipeline(ok: list[dict]) -> Table:

