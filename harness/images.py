@@ -170,7 +170,12 @@ def ensure(framework: str, variant: str = "cpu", engine_name: str = "podman",
     from the cache's archive, or built (then archived). Returns its tag."""
     tag = image_tag(framework, variant)
     if not rebuild and present(tag, engine_name, log):
-        print(f"{tag} is up to date", file=log, flush=True)
+        built_on = _engine(engine_name, "image", "inspect", "--format",
+                           '{{index .Labels "dnnbench.base"}}', tag).stdout.strip()
+        wanted = base_image or DEFAULT_BASE[variant]
+        note = (f" (built on {built_on}, not {wanted}: add --rebuild to change the base)"
+                if built_on and built_on != wanted else "")
+        print(f"{tag} ready (built before){note}", file=log, flush=True)
         return tag
     archive = archive_path(tag)
     cmd = build_command(framework, variant, engine_name, base_image, pip_settings())
