@@ -1,6 +1,6 @@
 """Container overhead (`python -m bench.containers`): the same torch runs (1 worker, and
-2 workers with DDP) in the framework's venv and in its container image, alternating venv
-and container round after round (ABAB) so machine drift hits both alike. Reported: the
+2 workers with DDP) in the framework's venv and in its container image, venv and container
+alternating in ABBA order round after round so machine drift hits both alike. Reported: the
 median over rounds of container t_iter / venv t_iter per configuration. Target: within
 5% (a container with host networking and IPC should cost nothing measurable; what can
 differ is the base image's Python build and system libraries).
@@ -31,7 +31,7 @@ TARGET = 0.05
 
 def one(env: str, workers: int, tag: str, engine: str, a) -> float:
     spec = RunSpec("torch", a.model, batch_size=a.batch, image_size=a.image_size,
-                   steps=a.steps, warmup=2, trials=3, threads=1, devices_per_node=workers,
+                   steps=a.steps, warmup=2, trials=a.trials, threads=1, devices_per_node=workers,
                    strategy="allreduce" if workers > 1 else "single", env=env, timeout_s=900)
     validate(spec)
     source = worker_source_root()
@@ -54,8 +54,9 @@ def main() -> int:
     ap.add_argument("--model", default="resnet50")
     ap.add_argument("--image-size", type=int, default=64)
     ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--steps", type=int, default=4)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--trials", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--engine", default="auto")
     a = ap.parse_args()
     engine = images.engine(a.engine)
@@ -63,10 +64,10 @@ def main() -> int:
     out, ok = [], True
     for workers in (1, 2):
         ratios = []
-        for _ in range(a.rounds):
-            venv = one("venv", workers, tag, engine, a)
-            ctr = one("container", workers, tag, engine, a)
-            ratios.append(ctr / venv)
+        for i in range(a.rounds):
+            order = ("venv", "container") if i % 2 == 0 else ("container", "venv")
+            t = {env: one(env, workers, tag, engine, a) for env in order}
+            ratios.append(t["container"] / t["venv"])
         r = statistics.median(ratios)
         ok = ok and abs(r - 1) <= TARGET
         out.append({"workers": workers, "container_over_venv": r, "rounds": ratios})
