@@ -11,7 +11,6 @@ on the reference machine.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -20,11 +19,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.measure import parser, t_iter  # noqa: E402
 from frameworks.contract import RunSpec, validate  # noqa: E402
 from frameworks.plan import PlanContext, plan  # noqa: E402
-from harness import collect, envs, images  # noqa: E402
+from harness import envs, images  # noqa: E402
 from harness.sweep import worker_source_root  # noqa: E402
-from runners import container, launch  # noqa: E402
+from runners import container  # noqa: E402
 
 TARGET = 0.05
 
@@ -36,27 +36,16 @@ def one(env: str, workers: int, tag: str, engine: str, a) -> float:
     validate(spec)
     source = worker_source_root()
     if env == "venv":
-        job = launch("local", plan(spec, PlanContext(envs.find("torch").python, source,
-                                                     "bench")), spec.timeout_s)
-    else:
-        procs = plan(spec, PlanContext(container.IMAGE_PYTHON, source, "bench"))
-        job = launch("container", procs, spec.timeout_s, image=tag, engine=engine,
-                     mounts=(source,), job="dnnbench-bench")
-    row = collect.record(spec, "bench", "b", job, {}).row
-    if row["status"] != "ok":
-        raise SystemExit(f"{env} x{workers}: {row['reason']}\n{row.get('output_tail')}")
-    return row["t_iter_s"]
+        procs = plan(spec, PlanContext(envs.find("torch").python, source, "bench"))
+        return t_iter(spec, procs, "local", f"venv x{workers}")
+    procs = plan(spec, PlanContext(container.IMAGE_PYTHON, source, "bench"))
+    return t_iter(spec, procs, "container", f"container x{workers}", image=tag, engine=engine,
+                  mounts=(source,), job="dnnbench-bench")
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="resnet50")
-    ap.add_argument("--image-size", type=int, default=64)
-    ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--steps", type=int, default=8)
+    ap = parser(__doc__, steps=8, rounds=4)
     ap.add_argument("--trials", type=int, default=5)
-    ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--engine", default="auto")
     a = ap.parse_args()
     engine = images.engine(a.engine)

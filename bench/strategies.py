@@ -7,7 +7,6 @@ t_iter per strategy and its ratio to the framework's own allreduce (or PS for MX
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -16,11 +15,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.measure import parser, t_iter  # noqa: E402
 from frameworks.contract import RunSpec, validate  # noqa: E402
 from frameworks.plan import PlanContext, plan  # noqa: E402
-from harness import collect, envs  # noqa: E402
+from harness import envs  # noqa: E402
 from harness.sweep import worker_source_root  # noqa: E402
-from runners import launch  # noqa: E402
 
 CONFIGS = [("torch", "allreduce", 0), ("torch", "horovod", 0),
            ("tensorflow", "allreduce", 0), ("tensorflow", "horovod", 0),
@@ -35,22 +34,11 @@ def one(fw: str, strategy: str, ps: int, a) -> float:
                    threads=1, timeout_s=900)
     validate(spec)
     procs = plan(spec, PlanContext(env.python, worker_source_root(), "bench"))
-    job = launch(spec.resolved_launcher, procs, spec.timeout_s)
-    row = collect.record(spec, "bench", "b", job, {}).row
-    if row["status"] != "ok":
-        raise SystemExit(f"{fw} {strategy}: {row['reason']}\n{row.get('output_tail')}")
-    return row["t_iter_s"]
+    return t_iter(spec, procs, spec.resolved_launcher, f"{fw} {strategy}")
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="resnet50")
-    ap.add_argument("--image-size", type=int, default=64)
-    ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--steps", type=int, default=4)
-    ap.add_argument("--rounds", type=int, default=2)
-    a = ap.parse_args()
+    a = parser(__doc__, steps=4, rounds=2).parse_args()
     times: dict[tuple, list[float]] = {c: [] for c in CONFIGS}
     for _ in range(a.rounds):
         for c in CONFIGS:

@@ -1,0 +1,33 @@
+"""One measured run for the harness benchmarks: launch planned processes, collect the
+record exactly as a sweep does, return t_iter (a failed run stops the benchmark with the
+worker's own output, so a broken configuration is never reported as a number)."""
+
+from __future__ import annotations
+
+import argparse
+
+from frameworks.contract import RunSpec
+from harness import collect
+from runners import launch
+from runners.spec import ProcessSpec
+
+
+def t_iter(spec: RunSpec, procs: list[ProcessSpec], launcher: str, what: str,
+           **options) -> float:
+    job = launch(launcher, procs, spec.timeout_s, **options)
+    row = collect.record(spec, "bench", "b", job, {}).row
+    if row["status"] != "ok":
+        raise SystemExit(f"{what}: {row['reason']}\n{row.get('output_tail')}")
+    return row["t_iter_s"]
+
+
+def parser(doc: str, steps: int, rounds: int) -> argparse.ArgumentParser:
+    """The options every side-by-side benchmark takes (ResNet-50 at 64 px, batch 16)."""
+    ap = argparse.ArgumentParser(description=doc,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="resnet50")
+    ap.add_argument("--image-size", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=steps)
+    ap.add_argument("--rounds", type=int, default=rounds)
+    return ap
