@@ -275,10 +275,14 @@ def validate(spec: RunSpec) -> None:
         raise SpecError("launcher = 'mpirun' runs one program on every rank, but a parameter "
                         "server job has scheduler, server and worker roles; use local")
     _choice("env", spec.env, ENVS)
-    if spec.env == "container" and launcher != "local":
-        raise UnsupportedError(f"env = 'container' starts each process in its own container "
-                               f"(the local launcher); launcher {launcher!r} would have to run "
-                               f"inside the image (not supported yet): use env = 'venv'")
+    if spec.env == "container" and launcher not in ("local", "horovodrun", "mpirun"):
+        raise UnsupportedError(f"env = 'container' runs with the local, horovodrun or mpirun "
+                               f"launcher, not {launcher!r}: use env = 'venv'")
+    if spec.env == "container" and spec.link and launcher != "local":
+        raise UnsupportedError(f"env = 'container' across emulated hosts starts each process "
+                               f"in its own container (local launcher); launcher {launcher!r} "
+                               f"would need its launch agent inside the image: use env = "
+                               f"'venv'")
     if spec.strategy in PS_STRATEGIES and spec.ps < 1:
         raise SpecError(f"strategy {spec.strategy!r} needs ps >= 1 parameter servers")
     if spec.strategy not in PS_STRATEGIES and spec.ps:

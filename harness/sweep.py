@@ -98,8 +98,14 @@ def check_images(exp: Experiment, options: ContainerOptions) -> dict[tuple[str, 
                      if s.env == "container"})
     if not needed:
         return {}
-    engine = (options.engine if options.engine in ("apptainer", "singularity")
-              else images.engine(options.engine))
+    if options.engine in ("apptainer", "singularity"):
+        engine = images.engine(options.engine)  # installed, or ImageError
+        if not options.image:
+            raise images.ImageError(f"{engine} runs a .sif file, not an engine's image "
+                                    "store: give --container-image FILE.sif (see "
+                                    "docker/README.md, Apptainer)")
+    else:
+        engine = images.engine(options.engine)
     out = {}
     for key in needed:
         tag = options.image or images.find(*key, engine)
@@ -147,7 +153,8 @@ def _launch_options(spec, run_id: str, slurm_options: SlurmOptions | None,
         mounts = (source_root,) + ((str(Path(spec.data).resolve()),) if spec.data else ())
         return {"image": image["image"], "engine": image["engine"],
                 "gpus": spec.device == "cuda", "mounts": mounts, "job": f"dnnbench-{run_id}",
-                "netns": dict(zip(cluster.addresses, cluster.hosts)) if cluster else None}
+                "netns": dict(zip(cluster.addresses, cluster.hosts)) if cluster else None,
+                "inner": spec.resolved_launcher}
     if spec.resolved_launcher != "slurm":
         return {}
     return {"options": slurm_options or SlurmOptions(), "nodes": spec.nodes,

@@ -2,9 +2,10 @@
 
 `container_command` is a pure function from a ProcessSpec to the command that runs it in a
 container, for Docker or Podman (same CLI) and for Apptainer/Singularity (what most HPC
-sites allow instead). Paths stay the same inside as outside (the worker source, the data,
-anything mounted is bound at its host path), so a RunSpec means the same thing in a
-container as in a venv; only the interpreter changes, to the image's /opt/venv. The spec's
+sites allow instead). The spec's argv runs as it is inside the image (plan the job with
+IMAGE_PYTHON as the interpreter). Paths stay the same inside as outside (the worker
+source, the data, anything mounted is bound at its host path), so a RunSpec means the
+same thing in a container as in a venv; only the interpreter is the image's. The spec's
 environment goes in with `-e`/`--env`, host networking by default or an emulated host's
 network namespace, `--gpus all` (Docker), `--device nvidia.com/gpu=all` (Podman with the
 NVIDIA toolkit's CDI spec) or `--nv` (Apptainer) on GPU hosts.
@@ -26,6 +27,7 @@ import threading
 import time
 from pathlib import Path
 
+from runners import horovodrun, mpirun
 from runners.process import LineCallback, StartCallback, run_job
 from runners.spec import JobResult, ProcessSpec
 
@@ -57,12 +59,11 @@ def container_name(job: str, spec: ProcessSpec) -> str:
 def container_command(spec: ProcessSpec, image: str, engine: str = "podman",
                       gpus: bool = False, netns: str | None = None,
                       mounts: tuple[str, ...] = (), name: str | None = None) -> ProcessSpec:
-    """`spec` (a worker running `python -m MODULE`) inside `image`; each mount is a host
+    """`spec` (its argv a command inside the image) run in `image`; each mount is a host
     path bound read-only at the same path (or an explicit `SRC:DST[:OPTS]`)."""
     if engine not in ENGINES:
         raise ContainerError(f"container engine {engine!r} is not one of {', '.join(ENGINES)}")
     binds = [m if ":" in m else f"{m}:{m}:ro" for m in mounts]
-    program = list(spec.argv[1:])  # drop the host's interpreter: the image has its own
     if engine in ("apptainer", "singularity"):
         cmd = [engine, "exec", "--cleanenv"]
         if gpus:
@@ -77,7 +78,7 @@ def container_command(spec: ProcessSpec, image: str, engine: str = "podman",
         if spec.memory_limit_bytes:
             raise ContainerError("apptainer has no per-container ulimit: use a venv run or "
                              "Slurm's memory limit")
-        cmd += [image, IMAGE_PYTHON, *program]
+        cmd += [image, *spec.argv]
         return ProcessSpec(spec.role, spec.rank, tuple(cmd), {}, spec.cwd, None, spec.host,
                            spec.service)
     cmd = [engine, "run", "--rm", "--init", "--ipc=host",
@@ -95,7 +96,7 @@ def container_command(spec: ProcessSpec, image: str, engine: str = "podman",
         cmd += ["-v", m]
     for k in sorted(spec.env):
         cmd += ["-e", f"{k}={spec.env[k]}"]
-    cmd += ["--entrypoint", IMAGE_PYTHON, image, *program]
+    cmd += ["--entrypoint", spec.argv[0], image, *spec.argv[1:]]
     return ProcessSpec(spec.role, spec.rank, tuple(cmd), engine_env(engine), spec.cwd, None,
                        spec.host, spec.service)
 
@@ -122,11 +123,22 @@ def remove(engine: str, names: list[str]) -> None:
 def launch(specs: list[ProcessSpec], timeout: float, on_line: LineCallback | None = None,
            on_start: StartCallback | None = None, image: str = "", engine: str = "podman",
            gpus: bool = False, netns: dict[str, str] | None = None,
-           mounts: tuple[str, ...] = (), job: str = "dnnbench") -> JobResult:
-    """Run `specs` each in its own container of `image` (process placement as the local
-    launcher; `netns` maps a spec's host address to the emulated host it runs in)."""
+           mounts: tuple[str, ...] = (), job: str = "dnnbench", inner: str = "local",
+           controller: str = "gloo") -> JobResult:
+    """Run `specs` in containers of `image`. inner = "local": each process in its own
+    container (`netns` maps a spec's host address to the emulated host it runs in);
+    "horovodrun" or "mpirun": one container runs that launcher, the image's own, which
+    starts every rank inside it (one host)."""
     if not image:
         raise ContainerError("the container launcher needs an image")
+    if inner == "horovodrun":
+        exe = str(Path(specs[0].argv[0]).parent / "horovodrun")
+        specs = [horovodrun.horovodrun_command(specs, exe, controller)]
+    elif inner == "mpirun":
+        specs = [mpirun.mpirun_command(specs, "mpirun")]
+    elif inner != "local":
+        raise ContainerError(f"launcher {inner!r} cannot run inside a container: use local, "
+                             "horovodrun or mpirun")
     daemon = engine in DAEMON_ENGINES
     names = [container_name(job, s) if daemon else "" for s in specs]
     wrapped = [container_command(s, image, engine, gpus, (netns or {}).get(s.host), mounts,

@@ -37,7 +37,7 @@ def test_install_script_syntax():
     assert subprocess.run(["bash", "-n", str(REPO / "docker" / "install.sh")]).returncode == 0
 
 
-WORKER = ProcessSpec("worker", 0, ("/host/venv/bin/python", "-m", "frameworks.worker"),
+WORKER = ProcessSpec("worker", 0, ("/opt/venv/bin/python", "-m", "frameworks.worker"),
                      {"DNNBENCH_SPEC": "{}", "PYTHONPATH": "/work/main", "OMP_NUM_THREADS": "2"},
                      memory_limit_bytes=2**30)
 
@@ -108,9 +108,11 @@ def test_container_env_validation():
 
     with pytest.raises(SpecError, match="env = 'vm' is not one of: venv, container"):
         validate(RunSpec("torch", "resnet50", env="vm"))
-    with pytest.raises(UnsupportedError, match="env = 'container'.*'horovodrun'"):
+    with pytest.raises(UnsupportedError, match="env = 'container'.*not 'slurm'"):
         validate(RunSpec("torch", "resnet50", env="container", strategy="horovod",
-                         devices_per_node=2))
+                         devices_per_node=2, launcher="slurm"))
+    validate(RunSpec("torch", "resnet50", env="container", strategy="horovod",
+                     devices_per_node=2))  # horovodrun inside one container
     validate(RunSpec("torch", "resnet50", env="container", strategy="allreduce",
                      devices_per_node=2))
     assert RunSpec("torch", "resnet50").config_hash() == RunSpec(
@@ -274,3 +276,47 @@ def test_containers_inside_emulated_hosts_cross_the_shaped_link(torch_image, tmp
     assert min(m["tx_bytes"] for m in moved.values()) > 20e6  # DDP went over the lab link
     assert row["t_comm_s"] > 0.9 * 22.4e6 * 8 / 1e9  # GoogLeNet's gradients at 1 Gbit/s
     assert _containers() == [] and emulated.namespaces() == []
+
+
+def test_apptainer_needs_the_engine_and_a_sif(tmp_path):
+    proc = run_cli("run", "--framework", "torch", "--model", "alexnet", "--env", "container",
+                   "--container-engine", "apptainer", "--db", str(tmp_path / "x.db"))
+    assert proc.returncode == 2
+    assert ("apptainer is not installed" in proc.stderr
+            or "--container-image FILE.sif" in proc.stderr)
+
+
+def test_env_axis_plans_container_runs_and_skips_what_cannot_run(tmp_path):
+    exp = tmp_path / "e.toml"
+    exp.write_text('name = "e"\n[defaults]\nframework = "torch"\nmodel = "resnet50"\n'
+                   'nodes = 2\nlink = "1gbit"\n[matrix]\nenv = ["venv", "container"]\n'
+                   'strategy = ["allreduce", "horovod"]\n')
+    proc = run_cli("plan", str(exp))
+    assert proc.returncode == 0, proc.stderr
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()[:2].rstrip(".").isdigit()]
+    assert len(lines) == 4
+    assert sum("in containers" in ln for ln in lines) == 2
+    skipped = [ln for ln in lines if "[skip" in ln]
+    # Horovod across emulated hosts needs mpirun's launch agent, which is not in the image
+    assert len(skipped) == 1 and "horovod" in skipped[0] and "in containers" in skipped[0]
+    assert "launch agent" in skipped[0]
+
+
+@pytest.mark.slow
+@needs_podman
+@pytest.mark.parametrize("launcher", ["horovodrun", "mpirun"])
+def test_horovod_launchers_run_inside_one_container(torch_image, tmp_path, launcher):
+    db = tmp_path / "h.db"
+    proc = run_cli("run", "--framework", "torch", "--model", "googlenet", "--image-size", "32",
+                   "--batch", "4", "--steps", "3", "--warmup", "1", "--trials", "2",
+                   "--classes", "10", "--strategy", "horovod", "--devices-per-node", "2",
+                   "--threads", "1", "--env", "container", "--launcher", launcher,
+                   "--db", str(db))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    row = _rows(db)[0]
+    assert row["status"] == "ok" and row["replicas_identical"] == 1
+    ranks = json.loads(row["manifest_json"])["ranks"]
+    assert sorted(ranks) == ["0", "1"] and ranks["0"]["executable"] == "/opt/venv/bin/python"
+    assert ranks["0"]["horovod"]  # the image's own Horovod build
+    assert row["cpu_cores_per_worker"] > 0.2  # telemetry found the ranks in the container
+    assert _containers() == []
