@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -320,3 +322,46 @@ def test_horovod_launchers_run_inside_one_container(torch_image, tmp_path, launc
     assert ranks["0"]["horovod"]  # the image's own Horovod build
     assert row["cpu_cores_per_worker"] > 0.2  # telemetry found the ranks in the container
     assert _containers() == []
+
+
+@pytest.mark.slow
+@needs_podman
+def test_ctrl_c_removes_the_running_containers(torch_image, tmp_path):
+    from tests.test_sweep import our_workers, start_sweep_and_wait_mid_run
+
+    marker = f"ctrlc-ctr-{os.getpid()}"
+    exp = tmp_path / "c.toml"
+    exp.write_text(f"""name = "ctrlc"
+[defaults]
+framework = "torch"
+env = "container"
+label = "{marker}"
+image_size = 32
+batch_size = 2
+warmup = 1
+trials = 1
+num_classes = 10
+strategy = "allreduce"
+devices_per_node = 2
+threads = 1
+[matrix]
+model = ["googlenet", "resnet50"]
+steps = [2, 400]
+[[exclude]]
+model = "googlenet"
+steps = 400
+[[exclude]]
+model = "resnet50"
+steps = 2
+""")
+    db = tmp_path / "c.db"
+    proc = start_sweep_and_wait_mid_run(exp, db, marker)
+    deadline = time.monotonic() + 60
+    while len(_containers()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert len(_containers()) == 2  # the second run's two workers, one container each
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    assert _containers() == [] and our_workers(marker) == []
+    assert [r["status"] for r in _rows(db)] == ["ok"]
