@@ -276,7 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="examples:\n  dnnbench image build torch                     # base "
                "python:3.11-slim-bookworm\n  dnnbench image build torch --base-image local"
                "   # no registry: a debootstrap base made here\n  dnnbench image build "
-               "torch --cuda --base-image nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04\n"
+               "torch --cuda           # base: nvidia/cuda devel, Ubuntu 22.04\n"
                "  dnnbench run --framework torch --model resnet50 --env container\n"
                "see docker/README.md")
     img_sub = p_img.add_subparsers(dest="image_command", metavar="ACTION")
@@ -286,9 +286,10 @@ def build_parser() -> argparse.ArgumentParser:
     p_ib.add_argument("--cuda", action="store_true", help="the CUDA variant")
     p_ib.add_argument("--engine", default="auto", choices=["auto", "podman", "docker"])
     p_ib.add_argument("--base-image", help="BASE_IMAGE build argument (default python:3.11-"
-                                           "slim-bookworm for CPU, an nvidia/cuda devel image "
-                                           "for CUDA; 'local': a Debian base made here with "
-                                           "debootstrap, for hosts without a registry)")
+                                           "slim-bookworm for CPU, an nvidia/cuda devel "
+                                           "Ubuntu 22.04 image for CUDA; 'local': a Debian "
+                                           "base made here with debootstrap, for hosts "
+                                           "without a registry)")
     p_ib.add_argument("--rebuild", action="store_true", help="build even if current")
     p_ib.add_argument("--dry-run", action="store_true", help="print the command only")
     img_sub.add_parser("base", help="make the local Debian base image (debootstrap + import; "

@@ -21,8 +21,18 @@ from harness.envs import HOROVOD_FILES, EnvError, cache_dir, requirements_file
 from runners import container
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_BASE = {"cpu": "python:3.11-slim-bookworm",
-                "cuda": "nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04"}
+#: Base images, fully qualified (podman refuses ambiguous short names without a TTY). CUDA:
+#: *devel* images (nvcc for Horovod's NCCL operations) on Ubuntu 22.04, whose universe has
+#: the Python 3.11 every pinned requirement needs (numpy 1.23.5 for MXNet has no 3.12
+#: build); MXNet 1.9.1 is built for CUDA 11.2, so its base is CUDA 11.8 (11.x compatible).
+CPU_BASE = "docker.io/library/python:3.11-slim-bookworm"
+CUDA_BASE = {"torch": "docker.io/nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04",
+             "tensorflow": "docker.io/nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04",
+             "mxnet": "docker.io/nvidia/cuda:11.8.0-cudnn8-devel-ubuntu22.04"}
+
+
+def default_base(framework: str, variant: str) -> str:
+    return CPU_BASE if variant == "cpu" else CUDA_BASE[framework]
 DOCKERFILE = REPO / "docker" / "Dockerfile"  # one file; FRAMEWORK picks the framework
 BASE_SCRIPT = REPO / "docker" / "base-image.sh"
 #: pip settings forwarded to the build (build argument = PIP_<KEY>)
@@ -115,7 +125,7 @@ def build_command(framework: str, variant: str = "cpu", engine_name: str = "podm
                   base_image: str | None = None,
                   pip: dict[str, str] | None = None) -> list[str]:
     check_framework(framework)
-    base = base_image or DEFAULT_BASE[variant]
+    base = base_image or default_base(framework, variant)
     cmd = [engine_name, "build", "--network", "host", "-f", str(DOCKERFILE.relative_to(REPO)),
            "--build-arg", f"FRAMEWORK={framework}", "--build-arg", f"BASE_IMAGE={base}",
            "--build-arg", f"VARIANT={variant}", "--label", f"dnnbench.base={base}"]
@@ -172,7 +182,7 @@ def ensure(framework: str, variant: str = "cpu", engine_name: str = "podman",
     if not rebuild and present(tag, engine_name, log):
         built_on = _engine(engine_name, "image", "inspect", "--format",
                            '{{index .Labels "dnnbench.base"}}', tag).stdout.strip()
-        wanted = base_image or DEFAULT_BASE[variant]
+        wanted = base_image or default_base(framework, variant)
         note = (f" (built on {built_on}, not {wanted}: add --rebuild to change the base)"
                 if built_on and built_on != wanted else "")
         print(f"{tag} ready (built before){note}", file=log, flush=True)
@@ -187,6 +197,10 @@ def ensure(framework: str, variant: str = "cpu", engine_name: str = "podman",
     tmp.unlink(missing_ok=True)
     if _engine(engine_name, "save", "-o", str(tmp), tag).returncode == 0:
         tmp.rename(archive)
+        # archives of older definitions of this image only take space (GBs each)
+        for old in archive.parent.glob(f"dnnbench-{framework}_{variant}-*.tar"):
+            if old != archive:
+                old.unlink()
     return tag
 
 

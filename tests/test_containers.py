@@ -130,6 +130,8 @@ def test_image_build_dry_run():
     assert line.startswith("podman build --network host -f docker/Dockerfile "
                            "--build-arg FRAMEWORK=mxnet ")
     assert "--build-arg VARIANT=cuda" in line and "-t localhost/dnnbench-mxnet:cuda-" in line
+    # mxnet-cu112 needs a CUDA 11 runtime; every base is fully qualified
+    assert "BASE_IMAGE=docker.io/nvidia/cuda:11.8.0-cudnn8-devel-ubuntu22.04" in line
     tags = {run_cli("image", "build", fw, "--dry-run").stdout.split("-t ")[1].split()[0]
             for fw in FRAMEWORKS}
     assert len(tags) == 3  # one image per framework
