@@ -65,12 +65,11 @@ def container_command(spec: ProcessSpec, image: str, engine: str = "podman",
         raise ContainerError(f"container engine {engine!r} is not one of {', '.join(ENGINES)}")
     binds = [m if ":" in m else f"{m}:{m}:ro" for m in mounts]
     if engine in ("apptainer", "singularity"):
-        cmd = [engine, "exec", "--cleanenv"]
+        # it shares its caller's network: enter the emulated host's namespace first
+        cmd = ["nsenter", f"--net=/run/netns/{netns}", "--"] if netns else []
+        cmd += [engine, "exec", "--cleanenv"]
         if gpus:
             cmd.append("--nv")
-        if netns:
-            raise ContainerError("apptainer shares the host's network; run it under "
-                             f"`nsenter --net=/run/netns/{netns}` instead of --network")
         for m in binds:
             cmd += ["--bind", m]
         for k in sorted(spec.env):

@@ -75,6 +75,9 @@ def test_apptainer_command():
         container_command(WORKER, "x", "lxc")
     with pytest.raises(ValueError, match="ulimit"):
         container_command(WORKER, "x", "apptainer")
+    inside = container_command(replace(WORKER, memory_limit_bytes=None), "t.sif", "apptainer",
+                               netns="dnb-h1")
+    assert inside.argv[:5] == ("nsenter", "--net=/run/netns/dnb-h1", "--", "apptainer", "exec")
 
 
 def test_pip_settings_become_build_args_and_read_only_mounts(tmp_path):
