@@ -44,7 +44,8 @@ WORKER = ProcessSpec("worker", 0, ("/opt/venv/bin/python", "-m", "frameworks.wor
                      memory_limit_bytes=2**30)
 
 
-def test_podman_command():
+def test_podman_command(monkeypatch):
+    monkeypatch.delenv("CONTAINERS_CONF", raising=False)  # the user's own would win
     p = container_command(WORKER, "dnnbench-torch:cpu-x", "podman", gpus=True,
                           netns="dnb-h1", mounts=("/work/main", "/d:/data:rw"), name="job-w0")
     assert " ".join(p.argv) == (
