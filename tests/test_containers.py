@@ -333,33 +333,12 @@ def test_horovod_launchers_run_inside_one_container(torch_image, tmp_path, launc
 @pytest.mark.slow
 @needs_podman
 def test_ctrl_c_removes_the_running_containers(torch_image, tmp_path):
-    from tests.test_sweep import our_workers, start_sweep_and_wait_mid_run
+    from tests.test_sweep import our_workers, quick_then_long, start_sweep_and_wait_mid_run
 
     marker = f"ctrlc-ctr-{os.getpid()}"
     exp = tmp_path / "c.toml"
-    exp.write_text(f"""name = "ctrlc"
-[defaults]
-framework = "torch"
-env = "container"
-label = "{marker}"
-image_size = 32
-batch_size = 2
-warmup = 1
-trials = 1
-num_classes = 10
-strategy = "allreduce"
-devices_per_node = 2
-threads = 1
-[matrix]
-model = ["googlenet", "resnet50"]
-steps = [2, 400]
-[[exclude]]
-model = "googlenet"
-steps = 400
-[[exclude]]
-model = "resnet50"
-steps = 2
-""")
+    exp.write_text(quick_then_long(marker, 'env = "container"\nstrategy = "allreduce"\n'
+                                           'devices_per_node = 2\nthreads = 1'))
     db = tmp_path / "c.db"
     proc = start_sweep_and_wait_mid_run(exp, db, marker)
     deadline = time.monotonic() + 60

@@ -202,12 +202,10 @@ def test_plan_rejects_invalid_values(tmp_path, bad):
     assert r.returncode == 2 and "Traceback" not in r.stderr
 
 
-def test_ctrl_c_stops_cleanly_and_keeps_finished_runs(tmp_path, torch_env):
-    marker = f"ctrlc-{os.getpid()}"
-    exp = tmp_path / "c.toml"
-    # a quick googlenet run that finishes, then a long resnet50 run that gets interrupted
-    exp.write_text(f"""
-name = "ctrlc"
+def quick_then_long(marker: str, defaults: str = "") -> str:
+    """An experiment: a quick googlenet run that finishes, then a long resnet50 run to
+    interrupt; every process carries `marker` (its label)."""
+    return f"""name = "ctrlc"
 [defaults]
 framework = "torch"
 label = "{marker}"
@@ -216,6 +214,7 @@ batch_size = 2
 warmup = 1
 trials = 1
 num_classes = 10
+{defaults}
 [matrix]
 model = ["googlenet", "resnet50"]
 steps = [2, 400]
@@ -225,7 +224,13 @@ steps = 400
 [[exclude]]
 model = "resnet50"
 steps = 2
-""")
+"""
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_finished_runs(tmp_path, torch_env):
+    marker = f"ctrlc-{os.getpid()}"
+    exp = tmp_path / "c.toml"
+    exp.write_text(quick_then_long(marker))
     db = tmp_path / "c.db"
     proc = start_sweep_and_wait_mid_run(exp, db, marker)
     proc.send_signal(signal.SIGINT)  # what Ctrl-C delivers to the harness
