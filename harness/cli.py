@@ -27,6 +27,8 @@ class UserError(Exception):
 
 
 def _add_spec_flags(p: argparse.ArgumentParser) -> None:
+    from frameworks.contract import ENVS, LAUNCHERS
+
     g = p.add_argument_group("one configuration (instead of --experiment)")
     g.add_argument("--framework", help="torch (tensorflow and mxnet as they land)")
     g.add_argument("--model", help="alexnet | googlenet | resnet50")
@@ -56,16 +58,18 @@ def _add_spec_flags(p: argparse.ArgumentParser) -> None:
                                   "instead of synthetic data; see `dnnbench data make`")
     g.add_argument("--loader-workers", type=int,
                    help="data-loader processes/threads per worker (2; 0: in the worker)")
-    g.add_argument("--launcher", choices=["auto", "local", "mpirun", "horovodrun", "slurm"],
+    g.add_argument("--launcher", choices=LAUNCHERS,
                    help="how processes start (auto: horovodrun for horovod, else local)")
     g.add_argument("--link", help="run each node in an emulated host joined at this rate "
                                   "(1gbit, 2gbit, unshaped; needs root; see dnnbench cluster)")
-    g.add_argument("--env", choices=["venv", "container"],
+    g.add_argument("--env", choices=ENVS,
                    help="run workers in the framework's venv (default) or each in a "
                         "container of its image (see dnnbench image build)")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from runners.container import ENGINES
+
     parser = argparse.ArgumentParser(
         prog="dnnbench", description=__doc__.splitlines()[0],
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -113,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="where scripts and job output go (results/slurm)")
     g_ct = p_run.add_argument_group("Containers (with --env container)")
     g_ct.add_argument("--container-engine", default="auto",
-                      choices=["auto", "podman", "docker", "apptainer", "singularity"],
+                      choices=["auto", *ENGINES],
                       help="auto: podman if installed, else docker")
     g_ct.add_argument("--container-image", default="",
                       help="run this image instead of the framework's own (a tag, or for "
