@@ -7,7 +7,10 @@
 #   Slurm      slurm-wlm + munge: the Slurm launcher's tests (harness/slurm-cluster.sh);
 #              skipped with --runtime
 #   Podman     podman + runc + debootstrap: container images and the container launcher's
-#              tests (docker/; a local Debian base image); skipped with --runtime
+#              tests (docker/; a local Debian base image); skipped with --runtime.
+#              catatonit: the container launcher runs `podman run --init` (PID 1 in the
+#              container forwards signals to the worker and reaps its loader processes);
+#              Debian only recommends it, so --no-install-recommends alone leaves it out
 set -euo pipefail
 need=()
 command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
@@ -22,6 +25,7 @@ if [ "${1:-}" != "--runtime" ]; then
   command -v podman >/dev/null 2>&1 || need+=(podman)
   command -v runc >/dev/null 2>&1 || need+=(runc)
   command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+  [ -x /usr/libexec/podman/catatonit ] || command -v catatonit >/dev/null 2>&1 || need+=(catatonit)
 fi
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" -ne 0 ]; then
