@@ -1,4 +1,7 @@
-"""PyTorch side of `dnnbench verify`: spec layouts are PyTorch's, so loading is direct."""
+"""PyTorch side of `dnnbench verify`: spec layouts are PyTorch's, so loading is direct.
+
+With job["dtype"] = "float64" the same network runs in double precision: that run is the
+exact function every framework's float32 run is compared with (harness/verify.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ def run(job: dict, weights: dict[str, np.ndarray]) -> dict:
     net = models.build(job["model"], job["num_classes"])
     model = SpecNet(net, cost(job["model"], job["image_size"], job["num_classes"]),
                     dropout=False)
+    dtype = getattr(torch, job.get("dtype", "float32"))
+    model = model.to(dtype)
     with torch.no_grad():
         for key, value in weights.items():
             if key.startswith("__"):
@@ -27,7 +32,7 @@ def run(job: dict, weights: dict[str, np.ndarray]) -> dict:
             layer, name = key.rsplit(".", 1)
             target = getattr(model.layers[module_key(layer)], PARAM[name])
             target.copy_(torch.from_numpy(value))
-    x = torch.from_numpy(weights[INPUT_KEY])
+    x = torch.from_numpy(weights[INPUT_KEY]).to(dtype)
     y = torch.from_numpy(weights[LABELS_KEY])
     model.eval()
     with torch.no_grad():
