@@ -83,11 +83,6 @@ SUPPORT: dict[str, FrameworkSupport] = {
 }
 
 
-#: Fields added after the first release, with their defaults (see RunSpec.config_hash).
-LATER_FIELDS: dict[str, Any] = {"data": "", "loader_workers": 2, "launcher": "auto",
-                                "link": "", "env": "venv"}
-
-
 class SpecError(ValueError):
     """A RunSpec field has an invalid value; the message says which and how to fix."""
 
@@ -171,13 +166,122 @@ class RunSpec:
 
         Fields added after the first release are left out while at their default, so a
         results database made before they existed still resumes."""
-        data = asdict(self)
-        for name in ("label", "timeout_s", "memory_limit_mb"):
-            data.pop(name)
+        data = {k: v for k, v in asdict(self).items() if FIELDS[k].identity}
         for name, default in LATER_FIELDS.items():
             if data[name] == default:
                 data.pop(name)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Field:
+    """The rules of one RunSpec field, declared once: validation, the experiment-file
+    parser, the `dnnbench run` flags, the config hash and the help text all read these,
+    so a new field is one line here and one attribute on RunSpec."""
+
+    type: type
+    help: str
+    choices: tuple[str, ...] = ()
+    low: float | None = None  # numbers: finite, and >= low (> low with low_open)
+    high: float | None = None  # numbers: <= high (a sane maximum; the host's limits too)
+    low_open: bool = False
+    #: may be a list under [matrix]; a field outside the run's identity cannot be an axis
+    #: (runs differing only in it would be one run)
+    axis: bool = True
+    identity: bool = True  # part of config_hash (else: a limit or a note, not a result)
+    since: str = "0.1"  # version it appeared in (later fields leave the hash at default)
+    flag: str = ""  # `dnnbench run` flag, when not --field-name
+
+    def rule(self) -> str:
+        """The allowed values, as a user would write them."""
+        if self.choices:
+            return f"one of: {', '.join(self.choices)}"
+        if self.type is bool:
+            return "true or false"
+        if self.type is str:
+            return "text"
+        kind = "a whole number" if self.type is int else "a finite number"
+        lo = "" if self.low is None else f"{'>' if self.low_open else '>='} {_num(self.low)}"
+        hi = "" if self.high is None else f"<= {_num(self.high)}"
+        return f"{kind} {' and '.join(x for x in (lo, hi) if x)}".strip()
+
+
+def _num(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
+
+_FIRST = "0.1"
+_DAY = 86400.0
+#: Every RunSpec field's rules. The maxima are far above any real run and keep a typo (or a
+#: hostile file) from forking or allocating until the host falls over.
+FIELDS: dict[str, Field] = {
+    "framework": Field(str, "framework", choices=tuple(SUPPORT)),
+    "model": Field(str, "network", choices=MODELS),
+    "batch_size": Field(int, "per-device batch size", low=1, high=65536, flag="--batch"),
+    "image_size": Field(int, "input px (AlexNet needs >= 63)", low=1, high=4096),
+    "num_classes": Field(int, "output classes (1000)", low=1, high=1_000_000, flag="--classes"),
+    "steps": Field(int, "timed iterations per trial", low=1, high=1_000_000),
+    "warmup": Field(int, "untimed iterations before the trials", low=0, high=100_000),
+    "trials": Field(int, "repeated trials", low=1, high=10_000),
+    "mode": Field(str, "throughput: no added syncs; breakdown: time each phase; loader: the "
+                       "input pipeline alone (needs --data)", choices=MODES),
+    "device": Field(str, "where the model runs", choices=DEVICES),
+    "precision": Field(str, "fp32, or mixed precision (amp)", choices=PRECISIONS),
+    "layout": Field(str, "tensor layout (auto: the framework's best)", choices=LAYOUTS),
+    "xla": Field(bool, "TensorFlow: XLA-compile the training step"),
+    "strategy": Field(str, "how workers share the work", choices=STRATEGIES),
+    "nodes": Field(int, "hosts (1)", low=1, high=4096),
+    "devices_per_node": Field(int, "workers per host (1)", low=1, high=256),
+    "ps": Field(int, "parameter servers for ps-* strategies", low=0, high=1024),
+    "threads": Field(int, "threads per worker (0: share of cores)", low=0, high=1024),
+    "lr": Field(float, "SGD learning rate", low=0, low_open=True, high=100.0),
+    "momentum": Field(float, "SGD momentum", low=0, high=0.999999),
+    "seed": Field(int, "random seed of weights and data", low=0, high=2**32 - 1),
+    "loss_every": Field(int, "record the loss every N timed steps (0: once per trial)", low=0,
+                        high=1_000_000),
+    "timeout_s": Field(float, "seconds per run (600)", low=0, low_open=True, high=30 * _DAY,
+                       axis=False, identity=False, flag="--timeout"),
+    "memory_limit_mb": Field(int, "address-space cap per process (0: none)", low=0,
+                             high=64 * 1024 * 1024, axis=False, identity=False),
+    "label": Field(str, "free text stored with the run", axis=False, identity=False),
+    "data": Field(str, "ImageNet-style folder (class dirs of JPEGs) to train on instead of "
+                       "synthetic data; see `dnnbench data make`", since="0.2"),
+    "loader_workers": Field(int, "data-loader processes/threads per worker (2; 0: in the "
+                                 "worker)", low=0, high=256, since="0.2"),
+    "launcher": Field(str, "how processes start (auto: horovodrun for horovod, else local)",
+                      choices=LAUNCHERS, since="0.2"),
+    "link": Field(str, "run each node in an emulated host joined at this rate (1gbit, "
+                       "2gbit, unshaped; needs root; see dnnbench cluster)", since="0.2"),
+    "env": Field(str, "run workers in the framework's venv (default) or each in a container "
+                      "of its image (see dnnbench image build)", choices=ENVS, since="0.2"),
+}
+#: Fields added after the first release, with their defaults (see RunSpec.config_hash).
+LATER_FIELDS: dict[str, Any] = {
+    name: RunSpec.__dataclass_fields__[name].default
+    for name, f in FIELDS.items() if f.since != _FIRST}
+
+
+def check_field(name: str, value: Any) -> Any:
+    """`value` as field `name` holds it (an int where a float is declared becomes one),
+    or SpecError naming the field, the value and the allowed values."""
+    f = FIELDS[name]
+    if f.type is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, f.type) or (f.type is not bool and isinstance(value, bool)):
+        raise SpecError(f"{name} = {value!r} must be {f.rule()}")
+    if f.choices and value not in f.choices:
+        raise SpecError(f"{name} = {value!r} is not {f.rule()}")
+    if f.type is str and not f.choices and any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise SpecError(f"{name} = {value!r} contains a control character; use plain text")
+    if f.type in (int, float):
+        import math
+
+        bad = (not math.isfinite(value)
+               or (f.low is not None and (value <= f.low if f.low_open else value < f.low))
+               or (f.high is not None and value > f.high))
+        if bad:
+            raise SpecError(f"{name} = {value!r} must be {f.rule()}")
+    return value
 
 
 def worker_threads(spec: RunSpec) -> int:
@@ -188,27 +292,20 @@ def worker_threads(spec: RunSpec) -> int:
     return spec.threads or int(os.environ.get("DNNBENCH_THREADS", "0")) or (os.cpu_count() or 1)
 
 
-def _choice(field_name: str, value: object, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise SpecError(f"{field_name} = {value!r} is not one of: {', '.join(allowed)}")
+def host_process_limit() -> int:
+    """The most processes one run may start on this host (workers + servers + scheduler):
+    a few per core, so an experiment file cannot fork the host to death. Runs under Slurm
+    start on the cluster's nodes and are not held to it."""
+    import os
 
-
-def _positive(spec: RunSpec, *names: str) -> None:
-    for name in names:
-        value = getattr(spec, name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise SpecError(f"{name} = {value!r} must be a whole number >= 1")
+    return max(16, 4 * (os.cpu_count() or 1))
 
 
 def validate(spec: RunSpec) -> None:
     """Raise SpecError for the first field that cannot run (cheap; no framework import)."""
-    _choice("framework", spec.framework, tuple(SUPPORT))
-    _choice("model", spec.model, MODELS)
-    _choice("mode", spec.mode, MODES)
+    for f in fields(spec):
+        check_field(f.name, getattr(spec, f.name))
     sup = SUPPORT[spec.framework]
-    _choice("device", spec.device, DEVICES)
-    _choice("precision", spec.precision, PRECISIONS)
-    _choice("layout", spec.layout, LAYOUTS)
     for name, allowed in (("device", sup.devices), ("precision", sup.precisions),
                           ("layout", sup.layouts)):
         if getattr(spec, name) not in allowed:
@@ -217,19 +314,9 @@ def validate(spec: RunSpec) -> None:
     if spec.xla and not sup.xla:
         raise UnsupportedError(f"xla = true is unsupported for {spec.framework}; only "
                                "frameworks with XLA compilation (tensorflow) take it")
-    _positive(spec, "batch_size", "image_size", "num_classes", "steps", "trials", "nodes",
-              "devices_per_node")
-    if spec.warmup < 0 or spec.threads < 0 or spec.loss_every < 0 or spec.memory_limit_mb < 0:
-        raise SpecError("warmup, threads, loss_every and memory_limit_mb must be >= 0")
-    if spec.loader_workers < 0:
-        raise SpecError(f"loader_workers = {spec.loader_workers!r} must be >= 0 (0: load in "
-                        "the training process)")
     if spec.mode == "loader" and not spec.data:
         raise SpecError("mode = 'loader' times the input pipeline alone and needs a dataset: "
                         "set data to an ImageNet-style folder (dnnbench data make DIR)")
-    if spec.timeout_s <= 0:
-        raise SpecError(f"timeout_s = {spec.timeout_s!r} must be > 0 seconds")
-    _choice("strategy", spec.strategy, STRATEGIES)
     if spec.strategy not in sup.strategies:
         why = sup.unsupported.get(spec.strategy, "not implemented for this framework yet")
         raise UnsupportedError(f"strategy = {spec.strategy!r} is unsupported for {spec.framework}: "
@@ -253,7 +340,6 @@ def validate(spec: RunSpec) -> None:
         if spec.resolved_launcher not in ("local", "mpirun"):
             raise UnsupportedError(f"link = {spec.link!r} (emulated hosts) runs with the "
                                    f"local or mpirun launcher, not {spec.resolved_launcher!r}")
-    _choice("launcher", spec.launcher, LAUNCHERS)
     launcher = spec.resolved_launcher
     if spec.strategy == "horovod" and launcher == "local":
         raise SpecError("launcher = 'local' cannot start Horovod (it needs horovodrun's or "
@@ -274,7 +360,6 @@ def validate(spec: RunSpec) -> None:
     if launcher == "mpirun" and spec.strategy in PS_STRATEGIES:
         raise SpecError("launcher = 'mpirun' runs one program on every rank, but a parameter "
                         "server job has scheduler, server and worker roles; use local")
-    _choice("env", spec.env, ENVS)
     if spec.env == "container" and launcher not in ("local", "horovodrun", "mpirun"):
         raise UnsupportedError(f"env = 'container' runs with the local, horovodrun or mpirun "
                                f"launcher, not {launcher!r}: use env = 'venv'")
@@ -283,6 +368,10 @@ def validate(spec: RunSpec) -> None:
                                f"in its own container (local launcher); launcher {launcher!r} "
                                f"would need its launch agent inside the image: use env = "
                                f"'venv'")
+    if launcher != "slurm" and spec.workers + spec.ps > host_process_limit():
+        raise SpecError(f"nodes x devices_per_node + ps = {spec.workers + spec.ps} processes "
+                        f"is more than this host runs ({host_process_limit()}: 4 per core); "
+                        "use fewer, or launcher = 'slurm' for a real cluster")
     if spec.strategy in PS_STRATEGIES and spec.ps < 1:
         raise SpecError(f"strategy {spec.strategy!r} needs ps >= 1 parameter servers")
     if spec.strategy not in PS_STRATEGIES and spec.ps:

@@ -26,45 +26,30 @@ class UserError(Exception):
     """Shown as one line; the process exits 2."""
 
 
-def _add_spec_flags(p: argparse.ArgumentParser) -> None:
-    from frameworks.contract import ENVS, LAUNCHERS
+def _flag(name: str) -> str:
+    from frameworks.contract import FIELDS
 
-    g = p.add_argument_group("one configuration (instead of --experiment)")
-    g.add_argument("--framework", help="torch (tensorflow and mxnet as they land)")
-    g.add_argument("--model", help="alexnet | googlenet | resnet50")
-    g.add_argument("--batch", type=int, dest="batch_size", help="per-device batch size")
-    g.add_argument("--image-size", type=int, help="input px (AlexNet needs >= 63)")
-    g.add_argument("--classes", type=int, dest="num_classes", help="output classes (1000)")
-    g.add_argument("--steps", type=int, help="timed iterations per trial")
-    g.add_argument("--warmup", type=int, help="untimed iterations before the trials")
-    g.add_argument("--trials", type=int, help="repeated trials")
-    g.add_argument("--mode", choices=["throughput", "breakdown", "loader"],
-                   help="throughput: no added syncs; breakdown: time each phase; loader: the "
-                        "input pipeline alone (needs --data)")
-    g.add_argument("--device", choices=["cpu", "cuda"])
-    g.add_argument("--precision", choices=["fp32", "amp"])
-    g.add_argument("--layout", choices=["auto", "channels_first", "channels_last"])
-    g.add_argument("--threads", type=int, help="threads per worker (0: share of cores)")
-    g.add_argument("--xla", action="store_true", default=None,
-                   help="TensorFlow: XLA-compile the training step")
-    g.add_argument("--strategy", help="single | allreduce | horovod | ps-sync | ps-async")
-    g.add_argument("--nodes", type=int, help="hosts (1)")
-    g.add_argument("--devices-per-node", type=int, help="workers per host (1)")
-    g.add_argument("--ps", type=int, help="parameter servers for ps-* strategies")
-    g.add_argument("--timeout", type=float, dest="timeout_s", help="seconds per run (600)")
-    g.add_argument("--memory-limit-mb", type=int, help="address-space cap per process")
-    g.add_argument("--label", help="free text stored with the run")
-    g.add_argument("--data", help="ImageNet-style folder (class dirs of JPEGs) to train on "
-                                  "instead of synthetic data; see `dnnbench data make`")
-    g.add_argument("--loader-workers", type=int,
-                   help="data-loader processes/threads per worker (2; 0: in the worker)")
-    g.add_argument("--launcher", choices=LAUNCHERS,
-                   help="how processes start (auto: horovodrun for horovod, else local)")
-    g.add_argument("--link", help="run each node in an emulated host joined at this rate "
-                                  "(1gbit, 2gbit, unshaped; needs root; see dnnbench cluster)")
-    g.add_argument("--env", choices=ENVS,
-                   help="run workers in the framework's venv (default) or each in a "
-                        "container of its image (see dnnbench image build)")
+    return FIELDS[name].flag or "--" + name.replace("_", "-")
+
+
+def _add_spec_flags(p: argparse.ArgumentParser) -> None:
+    """One flag per RunSpec field, generated from its declaration (frameworks/contract.py
+    FIELDS): the flag's type, choices and help cannot drift from what validation checks."""
+    from frameworks.contract import FIELDS
+
+    g = p.add_argument_group("one configuration (instead of --experiment; each flag also "
+                             "overrides the experiment file's value)")
+    for name, f in FIELDS.items():
+        if f.type is bool:
+            g.add_argument(_flag(name), dest=name, action="store_true", default=None,
+                           help=f.help)
+            continue
+        rule = "" if f.choices or f.type is str else f" ({f.rule()})"
+        # choices are checked by check_field (one line naming the field), not argparse
+        metavar = ("{" + ",".join(f.choices) + "}" if f.choices
+                   else {int: "N", float: "X"}.get(f.type, "TEXT"))
+        g.add_argument(_flag(name), dest=name, type=f.type, metavar=metavar,
+                       help=f.help + rule)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -306,11 +291,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _spec_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    keys = ("framework", "model", "batch_size", "image_size", "num_classes", "steps", "warmup",
-            "trials", "mode", "device", "precision", "layout", "threads", "timeout_s", "label",
-            "strategy", "nodes", "devices_per_node", "ps", "memory_limit_mb", "xla", "data",
-            "loader_workers", "launcher", "link", "env")
-    return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+    from frameworks.contract import FIELDS
+
+    return {k: getattr(args, k) for k in FIELDS if getattr(args, k, None) is not None}
 
 
 def cmd_env(args: argparse.Namespace) -> int:
@@ -360,6 +343,28 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_slurm_args(args: argparse.Namespace) -> None:
+    """Text that reaches a script or an engine's option parser: no way out of its line
+    or its argument."""
+    from runners.slurm import SlurmError, check_script_text
+
+    try:
+        for flag, value in (("--partition", args.partition), ("--account", args.account),
+                            ("--slurm-dir", args.slurm_dir), ("--dry-run", args.dry_run)):
+            if value:
+                check_script_text(flag, value, path=flag in ("--slurm-dir", "--dry-run"))
+        for value in args.sbatch_option:
+            check_script_text("--sbatch-option", value, option=True)
+    except SlurmError as exc:
+        raise UserError(str(exc)) from None
+    if args.gpus_per_node < 0:
+        raise UserError(f"--gpus-per-node {args.gpus_per_node}: must be >= 0")
+    image = args.container_image
+    if image and (image.startswith("-") or any(ord(c) < 33 for c in image)):
+        raise UserError(f"--container-image {image!r}: not an image name or .sif path (it "
+                        "would be read as an engine option)")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from harness import experiment, sweep
     from harness.store import Store
@@ -374,14 +379,28 @@ def cmd_run(args: argparse.Namespace) -> int:
         exp = experiment.from_dict({"name": args.name or "adhoc"}, "command line", overrides,
                                    strict=True)
     if args.name:
-        exp = experiment.Experiment(args.name, exp.description, exp.runs, exp.source)
+        exp = experiment.Experiment(experiment.check_name(args.name, "--name"),
+                                    exp.description, exp.runs, exp.source)
+    _check_slurm_args(args)
     from runners.slurm import SlurmOptions
 
     slurm_opts = SlurmOptions(partition=args.partition or "", account=args.account or "",
                               extra=args.sbatch_option, workdir=args.slurm_dir,
                               gpus_per_node=args.gpus_per_node)
     if args.dry_run:
-        paths = sweep.write_sbatch_scripts(exp, args.dry_run, slurm_opts)
+        from runners.slurm import SlurmError
+
+        if Path(args.dry_run).exists() and not Path(args.dry_run).is_dir():
+            raise UserError(f"--dry-run {args.dry_run}: exists and is not a folder; give a "
+                            "folder for the sbatch scripts")
+        if not exp.runnable:
+            reasons = sorted({p.skip_reason for p in exp.runs})
+            raise UserError(f"--dry-run: no runnable run to write a script for; every run "
+                            f"is skipped: {'; '.join(reasons)}")
+        try:
+            paths = sweep.write_sbatch_scripts(exp, args.dry_run, slurm_opts)
+        except SlurmError as exc:
+            raise UserError(str(exc)) from None
         for p in paths:
             print(p)
         print(f"{len(paths)} sbatch scripts written to {args.dry_run} (nothing submitted)")

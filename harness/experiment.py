@@ -21,15 +21,29 @@ from __future__ import annotations
 import difflib
 import itertools
 import os
+import re
 import tomllib
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from frameworks.contract import RunSpec, SpecError, UnsupportedError, validate
+from frameworks.contract import FIELDS, RunSpec, SpecError, UnsupportedError, check_field, validate
 
 SPEC_FIELDS = {f.name: f for f in fields(RunSpec)}
 TOP_KEYS = {"name", "description", "defaults", "matrix", "exclude"}
+#: Experiment names become file names, Slurm job names and report titles: a safe alphabet.
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def check_name(name: object, where: str = "name") -> str:
+    """An experiment name, or ExperimentError: it is written into file names and sbatch
+    scripts, so only letters, digits, '.', '_' and '-' (up to 100, not starting with '.'
+    or '-')."""
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        raise ExperimentError(f"{where} = {name!r}: use 1-100 letters, digits, '.', '_' or "
+                              "'-', starting with a letter or digit (it becomes file and "
+                              "Slurm job names)")
+    return name
 
 
 class ExperimentError(ValueError):
@@ -59,23 +73,14 @@ def _suggest(key: str, known) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _expected_type(name: str) -> type:
-    default = SPEC_FIELDS[name].default
-    return type(default) if default is not None and not isinstance(default, type) else str
-
-
 def _check_value(src: str, where: str, name: str, value: Any) -> Any:
     if name not in SPEC_FIELDS:
         raise ExperimentError(f"{src}: {where}: unknown key {name!r}{_suggest(name, SPEC_FIELDS)}"
                               f"; known keys: {', '.join(SPEC_FIELDS)}")
-    want = _expected_type(name) if name not in ("framework", "model") else str
-    if want is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if not isinstance(value, want) or (want is int and isinstance(value, bool)):
-        kind = {int: "a whole number", float: "a number", str: "a string",
-                bool: "true or false"}.get(want, want.__name__)
-        raise ExperimentError(f"{src}: {where}.{name} = {value!r} must be {kind}")
-    return value
+    try:
+        return check_field(name, value)
+    except SpecError as exc:
+        raise ExperimentError(f"{src}: {where}.{exc}") from None
 
 
 def _checked_data(src: str, root: str, cache: dict[str, str]) -> str:
@@ -100,7 +105,9 @@ def from_dict(data: dict[str, Any], src: str = "<experiment>",
         key = sorted(unknown)[0]
         raise ExperimentError(f"{src}: unknown top-level key {key!r}{_suggest(key, TOP_KEYS)}; "
                               f"allowed: {', '.join(sorted(TOP_KEYS))}")
-    name = data.get("name") or Path(src).stem
+    name = check_name(data.get("name") or Path(src).stem, f"{src}: name")
+    if not isinstance(data.get("description", ""), str):
+        raise ExperimentError(f"{src}: description must be text")
     defaults = data.get("defaults", {})
     matrix = data.get("matrix", {})
     excludes = data.get("exclude", [])
@@ -115,6 +122,10 @@ def from_dict(data: dict[str, Any], src: str = "<experiment>",
         values = values if isinstance(values, list) else [values]
         if not values:
             raise ExperimentError(f"{src}: matrix.{key} is an empty list")
+        if key in FIELDS and not FIELDS[key].axis and len(values) > 1:
+            raise ExperimentError(f"{src}: matrix.{key}: {key} is not a sweep axis (it is "
+                                  "not part of a run's identity, so its values would collapse "
+                                  "into one run); set one value under [defaults]")
         axes[key] = [_check_value(src, "matrix", key, v) for v in values]
     for i, rule in enumerate(excludes):
         for key, value in rule.items():

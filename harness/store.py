@@ -124,15 +124,33 @@ class RunRecord:
     telemetry: list[tuple] = field(default_factory=list)  # (tag, t, cpu, rss, gpu...)
 
 
+class StoreError(ValueError):
+    """The results database cannot be opened or used; the message names it."""
+
+
+#: Statuses that end a configuration: a sweep neither runs nor stores it again.
+FINISHED = ("ok", "skipped")
+
+
 class Store:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(str(self.path), timeout=30)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=FULL")
-        self.conn.executescript(SCHEMA)
-        self._migrate()
+        try:
+            self.conn = sqlite3.connect(str(self.path), timeout=30)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=FULL")
+            self.conn.executescript(SCHEMA)
+            self._migrate()
+        except sqlite3.DatabaseError as exc:  # not SQLite, a folder, unreadable, locked
+            raise StoreError(f"results database {self.path}: {exc} (give --db a new file or "
+                             "a dnnbench results database)") from None
+        try:  # one row per (experiment, configuration); a database made before may hold more
+            with self.conn:
+                self.conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS runs_identity ON "
+                                  "runs(experiment, config_hash)")
+        except sqlite3.IntegrityError:
+            pass  # older duplicates stay readable; add() still stores nothing twice
 
     def _migrate(self) -> None:
         """Add columns that newer versions define to a database made by an older one."""
@@ -152,17 +170,26 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def add(self, rec: RunRecord) -> None:
+    def add(self, rec: RunRecord) -> bool:
+        """Store a run with all its raw samples in one transaction; False (nothing stored)
+        when this experiment already holds a finished row (ok or skipped) for the same
+        configuration, e.g. written by another sweep on the same database meanwhile.
+
+        The check runs inside the write transaction (BEGIN IMMEDIATE takes SQLite's write
+        lock first), so two sweeps writing at once neither duplicate nor lose a row: the
+        second one sees the first one's row. A failed row is replaced by a retry."""
         row = {k: rec.row.get(k) for k in COLUMN_NAMES}
         for key in ("spec_json", "manifest_json"):
             if row[key] is not None and not isinstance(row[key], str):
                 row[key] = json.dumps(row[key], sort_keys=True)
         with self.conn:  # one transaction: the run and all its raw samples, or nothing
-            # one row per configuration and experiment: a retried run replaces its failure
-            stale = [r[0] for r in self.conn.execute(
-                "SELECT run_id FROM runs WHERE experiment = ? AND config_hash = ? AND "
-                "status != 'ok'", (row["experiment"], row["config_hash"]))]
-            for run_id in stale:
+            self.conn.execute("BEGIN IMMEDIATE")
+            existing = self.conn.execute(
+                "SELECT run_id, status FROM runs WHERE experiment = ? AND config_hash = ?",
+                (row["experiment"], row["config_hash"])).fetchall()
+            if any(status in FINISHED for _, status in existing):
+                return False
+            for run_id, _ in existing:  # failed or timed out: a retry replaces it
                 for table in ("iterations", "phases", "telemetry", "runs"):
                     self.conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
             self.conn.execute(
@@ -174,6 +201,14 @@ class Store:
                                   [(row["run_id"], *ph) for ph in rec.phases])
             self.conn.executemany("INSERT INTO telemetry VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                                   [(row["run_id"], *t) for t in rec.telemetry])
+        return True
+
+    def finished(self, experiment: str, config_hash: str) -> bool:
+        """Whether the experiment holds an ok or skipped row for this configuration."""
+        return self.conn.execute(
+            f"SELECT 1 FROM runs WHERE experiment = ? AND config_hash = ? AND status IN "
+            f"({', '.join('?' * len(FINISHED))})",
+            (experiment, config_hash, *FINISHED)).fetchone() is not None
 
     def completed(self, experiment: str) -> set[str]:
         cur = self.conn.execute(

@@ -214,6 +214,10 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
         for i, planned in enumerate(todo, start=1):
             spec = planned.spec
             prog.start(i, describe(spec))
+            if store.finished(exp.name, spec.config_hash()):  # another sweep on this DB
+                summary.reused += 1
+                prog.end("already stored by another sweep on this database", measured=False)
+                continue
             if planned.skip_reason:
                 store.add(RunRecord(collect.base_row(spec, exp.name, collect.new_run_id(),
                                                      "skipped", planned.skip_reason,
@@ -283,8 +287,12 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
                     "bytes": {ns: {k: after[ns][k] - counters[ns][k] for k in after[ns]}
                               for ns in cluster.hosts}}}
             rec = collect.record(spec, exp.name, run_id, job, run_host, telemetry)
-            store.add(rec)
             row = rec.row
+            if not store.add(rec):
+                summary.reused += 1
+                prog.end(f"not stored: another sweep on this database stored this "
+                         f"configuration while it ran ({row['status']} here)", measured=False)
+                continue
             if row["status"] == "ok":
                 summary.ok += 1
                 prog.end(f"{row['images_per_s']:.1f} images/s, t_iter "

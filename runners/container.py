@@ -63,7 +63,10 @@ def container_command(spec: ProcessSpec, image: str, engine: str = "podman",
     path bound read-only at the same path (or an explicit `SRC:DST[:OPTS]`)."""
     if engine not in ENGINES:
         raise ContainerError(f"container engine {engine!r} is not one of {', '.join(ENGINES)}")
-    binds = [m if ":" in m else f"{m}:{m}:ro" for m in mounts]
+    if image.startswith("-") or not image.strip() or any(ord(c) < 33 for c in image):
+        raise ContainerError(f"container image {image!r}: not an image name (it would be read "
+                             "as an option)")
+    binds = [_bind(m) for m in mounts]
     if engine in ("apptainer", "singularity"):
         # it shares its caller's network: enter the emulated host's namespace first
         cmd = ["nsenter", f"--net=/run/netns/{netns}", "--"] if netns else []
@@ -98,6 +101,20 @@ def container_command(spec: ProcessSpec, image: str, engine: str = "podman",
     cmd += ["--entrypoint", spec.argv[0], image, *spec.argv[1:]]
     return ProcessSpec(spec.role, spec.rank, tuple(cmd), engine_env(engine), spec.cwd, None,
                        spec.host, spec.service)
+
+
+def _bind(mount: str) -> str:
+    """A host path bound read-only at the same path, or an explicit absolute
+    `SRC:DST[:OPTS]`. Anything else with a ':' (a host folder named `a:b`) would be read
+    as SRC:DST and lose its read-only flag: refused."""
+    if ":" not in mount:
+        return f"{mount}:{mount}:ro"
+    parts = mount.split(":")
+    if (len(parts) in (2, 3) and all(p.startswith("/") for p in parts[:2])
+            and (len(parts) == 2 or parts[2] in ("ro", "rw"))):
+        return mount
+    raise ContainerError(f"mount {mount!r}: a host path with ':' cannot be bound (the engine "
+                         "reads ':' as SRC:DST:OPTIONS); move or rename it")
 
 
 def container_pid(engine: str, name: str) -> int | None:

@@ -13,6 +13,7 @@ Inside an existing allocation (SLURM_JOB_ID set) it runs the `srun` line itself.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import time
@@ -50,8 +51,31 @@ class SlurmOptions:
     queue_wait_s: float = 3600.0  # how long a job may wait in the queue before it is cancelled
 
 
+_JOB_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+
+
+def check_script_text(what: str, value: str, path: bool = False, option: bool = False) -> str:
+    """`value` if it can be written into an sbatch script as one `#SBATCH` line's value,
+    else SlurmError naming it. A control character (a newline above all) would end the
+    line and put the rest of the value in the script as a command; whitespace would split
+    the value (sbatch reads `#SBATCH` lines word by word)."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise SlurmError(f"{what} {value!r}: contains a control character (a newline would "
+                         "end the #SBATCH line and run the rest as a command)")
+    if any(c.isspace() for c in value) and not option:
+        raise SlurmError(f"{what} {value!r}: contains whitespace; sbatch would split it")
+    if option and not value.startswith("-"):
+        raise SlurmError(f"{what} {value!r}: an sbatch option starts with '-', e.g. "
+                         "--qos=debug")
+    if not path and not option and not re.fullmatch(r"[A-Za-z0-9._,:=@+-]+", value):
+        raise SlurmError(f"{what} {value!r}: use letters, digits and . _ , : = @ + -")
+    return value
+
+
 def time_limit(timeout_s: float) -> str:
     """Slurm's limit for a run: its timeout plus a minute for start-up, whole minutes."""
+    if not 0 < timeout_s <= 366 * 86400:  # also refuses NaN
+        raise SlurmError(f"timeout {timeout_s!r} s: must be > 0 and at most a year")
     minutes = int(-(-(timeout_s + 60) // 60))
     return f"{minutes // 60:02d}:{minutes % 60:02d}:00"
 
@@ -72,6 +96,14 @@ def sbatch_script(specs: list[ProcessSpec], nodes: int, job_name: str, output: s
     o = options or SlurmOptions()
     if not specs:
         raise ValueError("no processes to launch")
+    if not _JOB_NAME_RE.fullmatch(job_name):
+        raise SlurmError(f"job name {job_name!r}: use letters, digits, '.', '_' and '-'")
+    check_script_text("output", output, path=True)
+    for what, value in (("partition", o.partition), ("account", o.account)):
+        if value:
+            check_script_text(what, value)
+    for x in o.extra:
+        check_script_text("sbatch option", x, option=True)
     if any(s.argv != specs[0].argv for s in specs):
         raise SlurmError("a Slurm job step runs one program on every task; this plan has "
                          "several (parameter-server roles): use the local launcher")

@@ -1,0 +1,187 @@
+"""Bad input ends in one line naming the field, the value and the fix (exit 2), never in a
+traceback, a script line the harness did not write, or a duplicated result. The field
+rules come from the declarations (frameworks/contract.py FIELDS), so these tests are
+generated from them."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import sqlite3
+import subprocess
+from dataclasses import replace
+
+import pytest
+
+from frameworks.contract import FIELDS, RunSpec, SpecError, check_field, validate
+from harness import experiment
+from harness.store import RunRecord, Store
+from runners.container import ContainerError, container_command
+from runners.slurm import SlurmError, SlurmOptions, sbatch_script
+from runners.spec import ProcessSpec
+from tests.conftest import run_cli
+
+BASE = RunSpec("torch", "alexnet", image_size=64)
+
+
+def _bad_values(name, f):
+    if f.type is bool:
+        return [1, "yes"]
+    if f.choices:
+        return ["nope", 3]
+    if f.type is str:
+        return ["a\nb", "x\x00", 5]
+    bad = [math.nan, math.inf, "1", True]
+    if f.low is not None:
+        bad.append(f.low if f.low_open else f.low - 1)
+    if f.high is not None:
+        bad.append(f.high * 2 + 1)
+    if f.type is int:
+        bad.append(1.5)
+    return bad
+
+
+CASES = [(name, value) for name, f in FIELDS.items() for value in _bad_values(name, f)]
+
+
+def test_every_runspec_field_is_declared():
+    assert set(FIELDS) == set(RunSpec.__dataclass_fields__)
+
+
+@pytest.mark.parametrize("name, value", CASES, ids=[f"{n}={v!r}" for n, v in CASES])
+def test_each_rule_refuses_with_the_field_named(name, value):
+    with pytest.raises(SpecError, match=rf"^{name} = "):
+        check_field(name, value)
+    with pytest.raises(SpecError, match=name):
+        validate(replace(BASE, **{name: value}))
+
+
+@pytest.mark.parametrize("name", [n for n, f in FIELDS.items() if f.low is not None])
+def test_bounds_themselves_are_accepted(name):
+    f = FIELDS[name]
+    if not f.low_open:
+        check_field(name, f.type(f.low))
+    check_field(name, f.type(f.high))
+
+
+def test_non_axis_fields_cannot_be_swept():
+    for name in [n for n, f in FIELDS.items() if not f.axis]:
+        value = [1.0, 2.0] if FIELDS[name].type is float else (
+            [1, 2] if FIELDS[name].type is int else ["a", "b"])
+        with pytest.raises(experiment.ExperimentError, match="not a sweep axis"):
+            experiment.from_dict({"name": "x", "matrix": {"framework": "torch",
+                                                          "model": "alexnet", name: value}})
+
+
+def test_too_many_processes_for_this_host():
+    spec = replace(BASE, strategy="allreduce", devices_per_node=200)
+    with pytest.raises(SpecError, match="more than this host runs"):
+        validate(spec)
+    validate(replace(spec, launcher="slurm", devices_per_node=1, nodes=200))  # a cluster
+
+
+@pytest.mark.parametrize("name", ["x\ntouch PWNED\n#", "../up", "a/b", "-x", ".hidden", "",
+                                  "a b", "x" * 101, 7])
+def test_unsafe_experiment_names(name):
+    with pytest.raises(experiment.ExperimentError, match="letters, digits"):
+        experiment.from_dict({"name": name, "defaults": {"framework": "torch",
+                                                         "model": "alexnet"}})
+
+
+def _script(**options):
+    procs = [ProcessSpec("worker", 0, ("python", "-m", "frameworks.worker"),
+                         {"DNNBENCH_THREADS": "1"})]
+    return sbatch_script(procs, 1, options.pop("job_name", "dnnbench-x"),
+                         options.pop("output", "/tmp/o-%j.out"), 60,
+                         SlurmOptions(**options))
+
+
+@pytest.mark.parametrize("options", [
+    {"partition": "debug\ntouch PWNED"}, {"account": "a;rm -rf /"}, {"partition": "a b"},
+    {"extra": ["--qos=x\ntouch PWNED"]}, {"extra": ["qos=x"]}, {"job_name": "x\ny"},
+    {"job_name": "../x"}, {"output": "/tmp/a\nb"}, {"output": "/tmp/a b"}])
+def test_sbatch_text_cannot_leave_its_line(options):
+    with pytest.raises(SlurmError):
+        _script(**options)
+
+
+def test_sbatch_script_is_only_what_the_harness_writes():
+    text = _script(partition="gpu", account="proj-1", extra=["--qos=debug"])
+    lines = text.splitlines()
+    sbatch = [ln for ln in lines if ln.startswith("#SBATCH ")]
+    assert sbatch[-3:] == ["#SBATCH --partition=gpu", "#SBATCH --account=proj-1",
+                           "#SBATCH --qos=debug"]
+    assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--partition", "x\ntouch PWNED"], "--partition"),
+    (["--sbatch-option", "--qos=a\nrm -rf /"], "--sbatch-option"),
+    (["--name", "x\ny"], "name = "),
+    (["--container-image=--privileged"], "--container-image"),
+    (["--gpus-per-node", "-3"], "--gpus-per-node"),
+    (["--lr", "nan"], "lr = nan"),
+    (["--timeout", "1e300"], "timeout_s = 1e+300"),
+])
+def test_cli_refuses_in_one_line(tmp_path, args, message):
+    out = tmp_path / "scripts"
+    r = run_cli("run", "--framework", "torch", "--model", "alexnet", "--launcher", "slurm",
+                "--dry-run", str(out), *args)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.count("\n") == 1 and message in r.stderr and "Traceback" not in r.stderr
+    assert not out.exists()
+
+
+def test_dry_run_into_a_file_and_all_skipped(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    r = run_cli("run", "--framework", "torch", "--model", "alexnet", "--launcher", "slurm",
+                "--dry-run", str(f))
+    assert r.returncode == 2 and "not a folder" in r.stderr, r.stderr
+    exp = tmp_path / "e.toml"
+    exp.write_text('name = "e"\n[defaults]\nframework = "torch"\nmodel = "alexnet"\n'
+                   'strategy = "ps-sync"\nps = 1\nnodes = 2\nlauncher = "slurm"\n')
+    r = run_cli("run", "-e", str(exp), "--dry-run", str(tmp_path / "d"))
+    assert r.returncode == 2 and "every run is skipped" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("command", [["results"], ["report", "-o", "/tmp/x.html"],
+                                     ["plan", "experiments/default.toml"]])
+def test_a_db_that_is_not_sqlite(tmp_path, command):
+    db = tmp_path / "not.db"
+    db.write_text("hello, I am not a database\n" * 100)
+    r = run_cli(*command, "--db", str(db))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert str(db) in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_container_image_and_mounts_cannot_become_options():
+    spec = ProcessSpec("worker", 0, ("python", "-V"), {})
+    with pytest.raises(ContainerError, match="read as an option"):
+        container_command(spec, "--privileged", "podman")
+    with pytest.raises(ContainerError, match="':'"):
+        container_command(spec, "img", "podman", mounts=("/data/a:b",))
+    cmd = container_command(spec, "img", "podman", mounts=("/w", "/d:/data:ro"))
+    assert "/w:/w:ro" in cmd.argv and "/d:/data:ro" in cmd.argv
+
+
+def _store_one(db: str, n: int) -> int:
+    spec = RunSpec("torch", "alexnet", image_size=64)
+    stored = 0
+    for i in range(n):
+        row = {"run_id": f"{multiprocessing.current_process().pid}-{i}", "experiment": "e",
+               "config_hash": spec.config_hash(), "status": "ok",
+               "spec_json": spec.to_json()}
+        with Store(db) as store:
+            stored += store.add(RunRecord(row))
+    return stored
+
+
+def test_two_writers_store_each_configuration_once(tmp_path):
+    db = str(tmp_path / "r.db")
+    Store(db).conn.close()
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        stored = pool.starmap(_store_one, [(db, 20), (db, 20)])
+    assert sum(stored) == 1
+    rows = sqlite3.connect(db).execute("SELECT COUNT(*) FROM runs").fetchone()
+    assert rows == (1,)
