@@ -26,6 +26,61 @@ class UserError(Exception):
     """Shown as one line; the process exits 2."""
 
 
+#: The most parameter servers any command plans for (a typo like 1..5000000 would
+#: otherwise place tensors for minutes).
+MAX_SERVERS = 4096
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a bad flag is one line (what, the value, where help is), exit 2, like
+    every other user error; subcommands inherit it."""
+
+    def error(self, message: str):  # type: ignore[override]
+        print(f"dnnbench: error: {self.prog.removeprefix('dnnbench ')}: {_one_line(message)} "
+              f"(see {self.prog} --help)", file=sys.stderr)
+        sys.exit(2)
+
+
+def _num(kind: type, low: float | None = None, high: float | None = None,
+         low_open: bool = False):
+    """An argparse type: a finite `kind` within [low, high] (or (low, high])."""
+    import math
+
+    from frameworks.contract import Field
+
+    rule = Field(kind, "", low=low, high=high, low_open=low_open).rule()
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {rule}") from None
+        if (not math.isfinite(value) or (low is not None and (value <= low if low_open
+                                                               else value < low))
+                or (high is not None and value > high)):
+            raise argparse.ArgumentTypeError(f"{text} is not {rule}")
+        return value
+
+    return parse
+
+
+def _field(name: str):
+    """An argparse type that applies a RunSpec field's declared rule."""
+    from frameworks.contract import FIELDS, SpecError, check_field
+
+    kind = FIELDS[name].type
+
+    def parse(text: str):
+        try:
+            return check_field(name, kind(text))
+        except (ValueError, SpecError) as exc:
+            raise argparse.ArgumentTypeError(
+                str(exc) if isinstance(exc, SpecError)
+                else f"{text!r} is not {FIELDS[name].rule()}") from None
+
+    return parse
+
+
 def _flag(name: str) -> str:
     from frameworks.contract import FIELDS
 
@@ -55,7 +110,7 @@ def _add_spec_flags(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from runners.container import ENGINES
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="dnnbench", description=__doc__.splitlines()[0],
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -73,8 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_path.add_argument("--variant", choices=["cpu", "cuda"], default="cpu")
 
     p_models = sub.add_parser("models", help="cost-model summary of every network")
-    p_models.add_argument("--image-size", type=int, default=224)
-    p_models.add_argument("--classes", type=int, default=1000)
+    p_models.add_argument("--image-size", type=_field("image_size"), default=224)
+    p_models.add_argument("--classes", type=_field("num_classes"), default=1000)
     p_models.add_argument("--layers", metavar="MODEL", help="per-layer table of one network")
 
     p_run = sub.add_parser(
@@ -95,7 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="write each run's sbatch script to DIR and submit nothing")
     g_sl.add_argument("--partition", help="#SBATCH --partition")
     g_sl.add_argument("--account", help="#SBATCH --account")
-    g_sl.add_argument("--gpus-per-node", type=int, default=0, help="#SBATCH --gpus-per-node")
+    g_sl.add_argument("--gpus-per-node", type=_num(int, 0, 64), default=0,
+                      help="#SBATCH --gpus-per-node")
     g_sl.add_argument("--sbatch-option", action="append", default=[], metavar="OPT",
                       help="extra #SBATCH line, e.g. --qos=debug (repeatable)")
     g_sl.add_argument("--slurm-dir", default="results/slurm",
@@ -107,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     g_ct.add_argument("--container-image", default="",
                       help="run this image instead of the framework's own (a tag, or for "
                            "apptainer a .sif file: see docker/README.md)")
-    p_run.add_argument("--telemetry-interval", type=float, default=1.0, metavar="S",
+    p_run.add_argument("--telemetry-interval", type=_num(float, 0, 3600), default=1.0, metavar="S",
                        help="sample CPU, memory (and GPU via NVML) every S seconds (1; "
                             "0: off)")
     _add_spec_flags(p_run)
@@ -134,10 +190,10 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p_pred.add_argument("--framework", default="torch")
     p_pred.add_argument("--model", default="resnet50")
-    p_pred.add_argument("--batch", type=int, default=32, help="per-device batch")
-    p_pred.add_argument("--image-size", type=int, default=224)
-    p_pred.add_argument("--nodes", type=int, default=1)
-    p_pred.add_argument("--devices-per-node", type=int, default=1)
+    p_pred.add_argument("--batch", type=_field("batch_size"), default=32, help="per-device batch")
+    p_pred.add_argument("--image-size", type=_field("image_size"), default=224)
+    p_pred.add_argument("--nodes", type=_num(int, 1, 1_000_000), default=1)
+    p_pred.add_argument("--devices-per-node", type=_field("devices_per_node"), default=1)
     p_pred.add_argument("--workers", help="comma list of total workers: a scaling table")
     p_pred.add_argument("--strategy", default="allreduce", choices=["allreduce", "horovod", "ps"])
     p_pred.add_argument("--algorithm", default="ring",
@@ -145,13 +201,16 @@ def build_parser() -> argparse.ArgumentParser:
     p_pred.add_argument("--link", default="10gbe", help="inter-node link profile (links.toml)")
     p_pred.add_argument("--intra", default="shm", help="intra-node link profile")
     p_pred.add_argument("--no-overlap", action="store_true", help="communication after backward")
-    p_pred.add_argument("--fusion-mb", type=float, help="fusion buffer MiB (strategy default)")
-    p_pred.add_argument("--ps", type=int, default=1, help="parameter servers (strategy ps)")
+    p_pred.add_argument("--fusion-mb", type=_num(float, 0, 65536, low_open=True),
+                        help="fusion buffer MiB (strategy default)")
+    p_pred.add_argument("--ps", type=_num(int, 1, 100_000), default=1,
+                        help="parameter servers (strategy ps)")
     p_pred.add_argument("--placement", default="greedy", choices=["greedy", "round-robin"])
     p_pred.add_argument("--device-preset", help="FLOPs estimate: p40 | v100 | a100 | knl")
-    p_pred.add_argument("--t-forward", type=float, help="seconds per iteration, one device")
-    p_pred.add_argument("--t-backward", type=float)
-    p_pred.add_argument("--t-update", type=float, default=0.0)
+    p_pred.add_argument("--t-forward", type=_num(float, 0, 3600, low_open=True),
+                        help="seconds per iteration, one device")
+    p_pred.add_argument("--t-backward", type=_num(float, 0, 3600, low_open=True))
+    p_pred.add_argument("--t-update", type=_num(float, 0, 3600), default=0.0)
     p_pred.add_argument("--db", default=DEFAULT_DB, help="measurements for compute and --validate")
     p_pred.add_argument("--validate", action="store_true",
                         help="predicted vs measured for every stored run the model covers")
@@ -161,7 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_ps.add_argument("--model", default="resnet50")
     p_ps.add_argument("--ps", default="1,2,4,8,16,32,54,64",
                       help="server counts: comma list or range like 1..64")
-    p_ps.add_argument("--detail", type=int, metavar="P", help="bytes per server at P servers")
+    p_ps.add_argument("--detail", type=_num(int, 1, MAX_SERVERS), metavar="P",
+                      help="bytes per server at P servers")
     p_ps.add_argument("--db", help="also show placements recorded by PS runs in this DB")
 
     p_paper = sub.add_parser("paper", help="reproduce the source papers' headline shapes")
@@ -175,16 +235,17 @@ def build_parser() -> argparse.ArgumentParser:
                       help="comma list of: torch-gloo, torch-nccl (GPU), mpi (mpi4py, the "
                            "reference), horovod-gloo, horovod-mpi, tf-ring, tf-nccl (GPU), "
                            "mxnet-kvstore (PS push+pull); default torch-gloo")
-    p_cb.add_argument("--ranks", type=int, default=2)
+    p_cb.add_argument("--ranks", type=_num(int, 1, 256), default=2)
     p_cb.add_argument("--sizes", default="4..128M", help="'4..128M' (x4 steps) or '1K,1M,64M'")
-    p_cb.add_argument("--iters", type=int, default=10, help="timed repetitions per size")
+    p_cb.add_argument("--iters", type=_num(int, 1, 100_000), default=10,
+                      help="timed repetitions per size")
     p_cb.add_argument("--link", default="local",
                       help="label for the link being measured; with --hosts, the emulated "
                            "link rate (1gbit, unshaped...)")
-    p_cb.add_argument("--hosts", type=int, default=0,
+    p_cb.add_argument("--hosts", type=_num(int, 0, 64), default=0,
                       help="run the ranks across this many emulated hosts (needs root)")
     p_cb.add_argument("--db", default=DEFAULT_DB)
-    p_cb.add_argument("--timeout", type=float, default=600)
+    p_cb.add_argument("--timeout", type=_field("timeout_s"), default=600)
 
     p_ver = sub.add_parser(
         "verify", help="prove the frameworks compute the same function (same weights in)",
@@ -192,9 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p_ver.add_argument("--models", default="alexnet,googlenet,resnet50")
     p_ver.add_argument("--frameworks", default="torch,tensorflow,mxnet")
-    p_ver.add_argument("--image-size", type=int, default=64)
-    p_ver.add_argument("--classes", type=int, default=10)
-    p_ver.add_argument("--lr", type=float, default=0.1)
+    p_ver.add_argument("--image-size", type=_field("image_size"), default=64)
+    p_ver.add_argument("--classes", type=_field("num_classes"), default=10)
+    p_ver.add_argument("--lr", type=_field("lr"), default=0.1)
     p_ver.add_argument("--perturb", action="append", default=[], metavar="FRAMEWORK:TENSOR",
                        help="scale one tensor (e.g. conv1.weight) by 1.05 for one framework, "
                             "to see the check fail")
@@ -223,11 +284,13 @@ def build_parser() -> argparse.ArgumentParser:
     data_sub = p_data.add_subparsers(dest="data_command", metavar="ACTION")
     p_make = data_sub.add_parser("make", help="write a synthetic-content JPEG dataset")
     p_make.add_argument("directory", help="new (or empty) folder to write")
-    p_make.add_argument("--images", type=int, default=512, help="total images (512)")
-    p_make.add_argument("--size", type=int, default=160,
+    p_make.add_argument("--images", type=_num(int, 1, 10_000_000), default=512,
+                        help="total images (512)")
+    p_make.add_argument("--size", type=_num(int, 8, 4096), default=160,
                         help="typical side in px; each side varies 0.75x..1.5x (160)")
-    p_make.add_argument("--classes", type=int, default=10, help="class folders (10)")
-    p_make.add_argument("--seed", type=int, default=0)
+    p_make.add_argument("--classes", type=_num(int, 1, 100_000), default=10,
+                        help="class folders (10)")
+    p_make.add_argument("--seed", type=_field("seed"), default=0)
     p_check = data_sub.add_parser(
         "check", help="decode a dataset in each framework's loader and compare",
         description="One ordered pass of each framework's training pipeline over the dataset: "
@@ -235,9 +298,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "skipped and counted. Exit status 1 if the frameworks disagree.")
     p_check.add_argument("directory")
     p_check.add_argument("--frameworks", default="torch,tensorflow,mxnet")
-    p_check.add_argument("--world", type=int, default=1, help="shard over this many workers")
-    p_check.add_argument("--image-size", type=int, default=64)
-    p_check.add_argument("--loader-workers", type=int, default=2)
+    p_check.add_argument("--world", type=_num(int, 1, 4096), default=1,
+                         help="shard over this many workers")
+    p_check.add_argument("--image-size", type=_field("image_size"), default=64)
+    p_check.add_argument("--loader-workers", type=_field("loader_workers"), default=2)
     p_check.add_argument("--json", help="also write every rank's report here")
 
     p_cl = sub.add_parser(
@@ -253,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     cl_sub = p_cl.add_subparsers(dest="cluster_command", metavar="ACTION")
     p_up = cl_sub.add_parser("up", help="create N hosts (replacing any previous cluster)")
-    p_up.add_argument("--hosts", type=int, default=2)
+    p_up.add_argument("--hosts", type=_num(int, 1, 64), default=2)
     p_up.add_argument("--link", default="unshaped", help="rate per host: 1gbit, 500mbit, "
                                                           "unshaped (default)")
     cl_sub.add_parser("down", help="remove every emulated host (idempotent)")
@@ -369,6 +433,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from harness import experiment, sweep
     from harness.store import Store
 
+    for flag, path in (("--csv", args.csv), ("--report", args.report)):
+        if path and Path(path).is_dir():  # say so now, not after hours of measuring
+            raise UserError(f"{flag} {path}: is a folder; give a file path, e.g. "
+                            f"{Path(path) / ('runs.csv' if flag == '--csv' else 'report.html')}")
     overrides = _spec_overrides(args)
     if args.experiment:
         exp = experiment.load(args.experiment, overrides)
@@ -588,15 +656,22 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _int_list(text: str, what: str) -> list[int]:
+def _int_list(text: str, what: str, high: int = 1_000_000, most: int = 4096) -> list[int]:
+    """A comma list (1,2,4) or a range (1..64) of whole numbers in 1..high, at most `most`
+    of them."""
     try:
         if ".." in text:
-            lo, hi = text.split("..")
-            return list(range(int(lo), int(hi) + 1))
-        return [int(x) for x in text.split(",") if x.strip()]
+            lo, hi = (int(x) for x in text.split(".."))
+            values = range(lo, hi + 1)
+        else:
+            values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise UserError(f"{what} = {text!r}: give a comma list (1,2,4) or a range (1..64)") \
             from None
+    if not values or len(values) > most or min(values) < 1 or max(values) > high:
+        raise UserError(f"{what} = {text!r}: give 1 to {most:,} whole numbers from 1 to "
+                        f"{high:,}")
+    return list(values)
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
@@ -606,6 +681,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from harness.perfmodel.validate import checks, median_abs_error
     from harness.store import Store
     from models.cost import cost
+
+    workers = _int_list(args.workers, "--workers") if args.workers else None
 
     if args.links:
         for lk in network.links().values():
@@ -653,8 +730,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     scen = pm.Scenario(args.model, args.batch, args.nodes, args.devices_per_node, args.strategy,
                        args.algorithm, args.intra, args.link, not args.no_overlap, fusion,
                        args.ps, args.placement, args.image_size)
-    preds = (pm.sweep_workers(scen, compute, _int_list(args.workers, "--workers"))
-             if args.workers else [pm.predict(scen, compute)])
+    preds = (pm.sweep_workers(scen, compute, workers) if workers
+             else [pm.predict(scen, compute)])
     print(f"{'workers':>7} {'nodes':>5} {'t_iter ms':>10} {'images/s':>10} {'eff':>7} "
           f"{'f ms':>8} {'b ms':>8} {'u ms':>7} {'comm ms':>8} {'exposed':>8}")
     for p in preds:
@@ -672,6 +749,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
 def cmd_ps_placement(args: argparse.Namespace) -> int:
     from harness.perfmodel.placement import place
     from models.cost import cost
+
+    servers = _int_list(args.ps, "--ps", high=MAX_SERVERS, most=256)
 
     net = cost(args.model)
     tensors = [(t.key, t.nbytes) for t in net.tensors]
@@ -703,7 +782,7 @@ def cmd_ps_placement(args: argparse.Namespace) -> int:
           f"tensor {max(b for _, b in tensors) / 1e6:.2f} MB")
     print(f"{'PS':>4} {'mean MB':>8} {'greedy max':>11} {'imbalance':>10} {'round-robin max':>16} "
           f"{'imbalance':>10} {'floor MB':>9} {'empty':>6}")
-    for p in _int_list(args.ps, "--ps"):
+    for p in servers:
         g, r = place(tensors, p, "greedy"), place(tensors, p, "round-robin")
         print(f"{p:>4} {g.total_bytes / p / 1e6:>8.2f} {g.max_bytes / 1e6:>11.2f} "
               f"{g.imbalance:>10.2f} {r.max_bytes / 1e6:>16.2f} {r.imbalance:>10.2f} "
@@ -715,7 +794,10 @@ def cmd_commbench(args: argparse.Namespace) -> int:
     from harness import commbench
     from harness.store import Store
 
-    sizes = commbench.parse_sizes(args.sizes)
+    try:
+        sizes = commbench.parse_sizes(args.sizes)
+    except commbench.CommbenchError as exc:
+        raise UserError(str(exc)) from None
     with Store(args.db) as store:
         for library in [x.strip() for x in args.library.split(",") if x.strip()]:
             try:
@@ -798,15 +880,44 @@ COMMANDS = {"env": cmd_env, "models": cmd_models, "run": cmd_run, "report": cmd_
             "image": cmd_image}
 
 
+def _one_line(text: str) -> str:
+    """The message on one line: control characters a user's value brought in (a newline in
+    a path, an escape sequence) are shown escaped, never acted on by the terminal."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text.strip())
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """The exception types that mean "the input was wrong" (each message names the field,
+    the value and the fix): shown as one line, exit 2. Anything else is a bug in dnnbench
+    and keeps its traceback."""
+    from frameworks.contract import SpecError
+    from frameworks.datasets import DatasetError
+    from harness.commbench import CommbenchError
+    from harness.envs import EnvError
+    from harness.experiment import ExperimentError
+    from harness.perfmodel import ModelInputError
+    from harness.perfmodel.measured import NoMeasurement
+    from harness.store import StoreError
+    from harness.trace import TraceError
+    from harness.verify import VerifyError
+    from models import UnknownModelError
+    from models.cost import ShapeError
+    from runners.container import ContainerError
+    from runners.emulated import ClusterError
+    from runners.horovodrun import HorovodNotFound
+    from runners.mpirun import MpiNotFound
+    from runners.slurm import SlurmError
+
+    return (UserError, SpecError, ExperimentError, EnvError, ShapeError, UnknownModelError,
+            DatasetError, StoreError, NoMeasurement, ModelInputError, TraceError,
+            CommbenchError, VerifyError, ContainerError, ClusterError, SlurmError,
+            HorovodNotFound, MpiNotFound)
+
+
 def main(argv: list[str] | None = None) -> int:
     import signal
 
-    from frameworks.contract import SpecError
-    from harness.envs import EnvError
-    from harness.experiment import ExperimentError
-    from models import UnknownModelError
-    from models.cost import ShapeError
-
+    user_errors = _user_errors()
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `dnnbench plan ... | head` ends quietly
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -815,9 +926,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return COMMANDS[args.command](args)
-    except (UserError, SpecError, EnvError, ExperimentError, ShapeError,
-            UnknownModelError, LookupError, ValueError) as exc:
-        print(f"dnnbench: error: {exc}", file=sys.stderr)
+    except user_errors as exc:
+        print(f"dnnbench: error: {_one_line(str(exc))}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        if not exc.filename:  # not about a path the user gave: a bug, show it
+            raise
+        print(f"dnnbench: error: {_one_line(str(exc.filename))}: {exc.strerror} (check the "
+              "path and its permissions)", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("dnnbench: interrupted; stored results are kept", file=sys.stderr)

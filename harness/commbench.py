@@ -45,15 +45,29 @@ class CommResult:
                     description=f"fitted from commbench, {self.ranks} ranks")
 
 
+#: The largest message a sweep sends: a few of these fit in memory next to the ranks.
+MAX_BYTES = 2**32
+
+
 def parse_sizes(text: str) -> list[int]:
-    """'4..128M' (powers of 4 plus the end) or '1K,1M,64M'."""
+    """'4..128M' (powers of 4 plus the end) or '1K,1M,64M'; CommbenchError for anything
+    else, or sizes outside 1 byte..MAX_BYTES."""
     def one(tok: str) -> int:
         tok = tok.strip().upper()
         mult = {"K": 2**10, "M": 2**20, "G": 2**30}.get(tok[-1:], 1)
-        return int(float(tok[:-1] if mult > 1 else tok) * mult)
+        try:
+            value = float(tok[:-1] if mult > 1 else tok) * mult
+        except ValueError:
+            value = float("nan")
+        if not 1 <= value <= MAX_BYTES:  # NaN too
+            raise CommbenchError(f"--sizes {text!r}: {tok!r} is not a size from 1 to 4G "
+                                 "bytes (e.g. 4..128M or 1K,1M,64M)")
+        return int(value)
 
     if ".." in text:
-        lo, hi = (one(t) for t in text.split(".."))
+        lo, hi = (one(t) for t in text.split("..", 1))
+        if lo > hi:
+            raise CommbenchError(f"--sizes {text!r}: the range runs from small to large")
         sizes, s = [], lo
         while s < hi:
             sizes.append(s)
@@ -121,6 +135,11 @@ def run(library: str, ranks: int, sizes: list[int], store: Store | None = None,
         raise CommbenchError(f"unknown library {library!r}; known: {', '.join(LIBRARIES)}")
     if ranks < 2:
         raise CommbenchError("commbench needs at least 2 ranks")
+    if not all(1 <= n <= MAX_BYTES for n in sizes):
+        raise CommbenchError(f"sizes: each message must be 1 byte to {MAX_BYTES >> 30} GiB")
+    if len(set(sizes)) < 2:
+        raise CommbenchError(f"sizes {sizes}: give at least two message sizes (alpha and "
+                             "beta are fitted from them), e.g. --sizes 4..128M")
     framework, launcher = LIBRARIES[library]
     env = envs.find(framework)
     if source_root is None:
@@ -191,9 +210,9 @@ def _result(library: str, ranks: int, job: JobResult, store: Store | None, link_
                      "algbw": nbytes / t, "busbw": bus_bandwidth(ranks, nbytes, t),
                      "wrong": by_size[nbytes]["wrong"],
                      "times_json": json.dumps(by_size[nbytes]["times"])})
-    alpha, beta = fit(rows)
-    if store is not None:
+    if store is not None:  # the measurements first: a fit that fails loses nothing
         store.add_comm(rows)
+    alpha, beta = fit(rows)
     return CommResult(library, ranks, rows, alpha, beta)
 
 
@@ -202,7 +221,8 @@ def fit(rows: list[dict]) -> tuple[float, float]:
     over sizes spanning 7 orders of magnitude would let the largest dominate both."""
     rows = sorted(rows, key=lambda r: r["bytes"])
     small = [r["median_s"] for r in rows if r["bytes"] <= 4096] or [rows[0]["median_s"]]
-    big = [r for r in rows if r["bytes"] >= 2**20] or rows[-2:]
+    big = [r for r in rows if r["bytes"] >= 2**20]
+    big = big if len(big) >= 2 else rows[-2:]
     _, beta = fit_alpha_beta([r["bytes"] for r in big], [r["median_s"] for r in big])
     alpha = min(small)
     if beta <= 0:

@@ -54,6 +54,11 @@ class Cluster:
         return self.hosts[self.addresses.index(address)]
 
 
+#: tbf below a megabit starves TCP's handshakes; above ~40 Gbit/s it no longer limits
+#: anything on one machine (one stream tops out near 10-15 Gbit/s here).
+MIN_RATE, MAX_RATE = 1_000_000, 40_000_000_000
+
+
 def rate_bits(link: str) -> int | None:
     """Bits per second of a link name ('1gbit', '500mbit'), None for 'unshaped'."""
     if link == "unshaped":
@@ -62,7 +67,11 @@ def rate_bits(link: str) -> int | None:
     if not m:
         raise ClusterError(f"link = {link!r} is not a rate like 1gbit, 2gbit, 500mbit or "
                            "'unshaped' (latency cannot be emulated here: no netem)")
-    return int(float(m.group(1)) * {None: 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)])
+    bits = int(float(m.group(1)) * {None: 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)])
+    if not MIN_RATE <= bits <= MAX_RATE:
+        raise ClusterError(f"link = {link!r} is outside what tc shapes faithfully here "
+                           f"(1mbit to 40gbit); use 'unshaped' for the full speed")
+    return bits
 
 
 def address(i: int) -> str:

@@ -127,5 +127,7 @@ def test_shi_overlap_matters_most_for_communication_heavy_network():
 
 
 def test_unknown_link_is_a_clear_error():
-    with pytest.raises(KeyError, match="unknown link profile 'wifi'"):
+    from harness.perfmodel import ModelInputError
+
+    with pytest.raises(ModelInputError, match="unknown link profile 'wifi'"):
         network.link("wifi")

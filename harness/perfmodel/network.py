@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from harness.perfmodel import ModelInputError
+
 LINKS_FILE = Path(__file__).resolve().parent / "links.toml"
 
 
@@ -50,7 +52,7 @@ def link(name: str) -> Link:
     try:
         return links()[name]
     except KeyError:
-        raise KeyError(f"unknown link profile {name!r}; known: {', '.join(links())} "
+        raise ModelInputError(f"unknown link profile {name!r}; known: {', '.join(links())} "
                        f"(add one to {LINKS_FILE})") from None
 
 
@@ -104,7 +106,8 @@ def allreduce(algorithm: str, nodes: int, per_node: int, m: float, intra: Link,
         return tree_allreduce(n, m, slowest)
     if algorithm == "hierarchical":
         return hierarchical_allreduce(nodes, per_node, m, intra, inter)
-    raise ValueError(f"unknown allreduce algorithm {algorithm!r}; known: {', '.join(ALGORITHMS)}")
+    raise ModelInputError(f"unknown allreduce algorithm {algorithm!r}; known: "
+                          f"{', '.join(ALGORITHMS)}")
 
 
 def bus_bandwidth(n: int, m: float, seconds: float) -> float:
@@ -116,7 +119,7 @@ def fit_alpha_beta(sizes: list[float], times: list[float]) -> tuple[float, float
     """Least-squares t = a + b·m over a size sweep; returns (a, b), both clipped at >= 0."""
     k = len(sizes)
     if k < 2:
-        raise ValueError("need at least two message sizes to fit alpha and beta")
+        raise ModelInputError("need at least two message sizes to fit alpha and beta")
     mx, my = sum(sizes) / k, sum(times) / k
     sxx = sum((x - mx) ** 2 for x in sizes)
     b = sum((x - mx) * (y - my) for x, y in zip(sizes, times)) / sxx if sxx else 0.0

@@ -14,6 +14,8 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
+from harness.perfmodel import ModelInputError
+
 POLICIES = ("round-robin", "greedy")
 
 
@@ -63,7 +65,7 @@ class Placement:
 def place(tensors: list[tuple[str, int]], servers: int, policy: str = "greedy") -> Placement:
     """Assign (key, bytes) tensors, given in model order, to `servers` servers."""
     if servers < 1:
-        raise ValueError("servers must be >= 1")
+        raise ModelInputError("servers must be >= 1")
     if policy == "round-robin":
         assignment = tuple((k, b, i % servers) for i, (k, b) in enumerate(tensors))
     elif policy == "greedy":
@@ -75,7 +77,7 @@ def place(tensors: list[tuple[str, int]], servers: int, policy: str = "greedy") 
             heapq.heappush(heap, (load + b, s))
         assignment = tuple(out)
     else:
-        raise ValueError(f"unknown placement policy {policy!r}; known: {', '.join(POLICIES)}")
+        raise ModelInputError(f"unknown placement policy {policy!r}; known: {', '.join(POLICIES)}")
     return Placement(policy, servers, assignment)
 
 

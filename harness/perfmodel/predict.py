@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from harness.perfmodel import network, overlap, placement
+from harness.perfmodel import ModelInputError, network, overlap, placement
 from models.cost import NetworkCost, cost
 
 STRATEGIES = ("allreduce", "horovod", "ps")
@@ -49,7 +49,7 @@ class Compute:
     @classmethod
     def from_flops(cls, net: NetworkCost, batch: int, device: str) -> Compute:
         if device not in DEVICES:
-            raise KeyError(f"unknown device preset {device!r}; known: {', '.join(DEVICES)}")
+            raise ModelInputError(f"unknown device preset {device!r}; known: {', '.join(DEVICES)}")
         tflops, eff, what = DEVICES[device]
         rate = tflops * 1e12 * eff
         t_f = 2 * net.macs * batch / rate
@@ -133,7 +133,7 @@ def _ps_cost(s: Scenario, net: NetworkCost, inter: network.Link,
 
 def predict(s: Scenario, compute: Compute) -> Prediction:
     if s.strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy {s.strategy!r}; known: {', '.join(STRATEGIES)}")
+        raise ModelInputError(f"unknown strategy {s.strategy!r}; known: {', '.join(STRATEGIES)}")
     net = cost(s.model, s.image_size, s.num_classes)
     intra, inter = _links(s)
     notes = [f"compute: {compute.source}"]
