@@ -12,7 +12,7 @@ IMAGE_BASE ?= local
 help:
 	@echo "make demo       set up, run the default benchmark, write $(RESULTS)/report.html"
 	@echo "make test       set up and run the whole test suite (what CI runs)"
-	@echo "make test-fast  tests without the slow ones"
+	@echo "make test-fast  tests that need no framework env, root or daemon (~2 min)"
 	@echo "make bench      benchmarks of the harness itself (bench/, ~25 min)"
 
 demo:
@@ -29,8 +29,10 @@ test:
 	$$venv/bin/ruff check .; \
 	$$venv/bin/python -m pytest -q -rs
 
+# no framework environment, no root, no daemon: the harness's own venv only (~2 min)
 test-fast:
-	@venv=$$(harness/bootstrap.sh); $$venv/bin/python -m pytest -q -m "not slow"
+	@venv=$$(harness/bootstrap.sh); $$venv/bin/ruff check .; \
+	$$venv/bin/python -m pytest -q -m "not slow and not heavy"
 
 lint:
 	@venv=$$(harness/bootstrap.sh); $$venv/bin/ruff check .

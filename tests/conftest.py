@@ -36,3 +36,19 @@ def all_envs():
     from harness import envs
 
     return {fw: envs.setup(fw, "cpu", echo=lambda s: None) for fw in FRAMEWORKS}
+
+
+#: Fixtures that need a framework environment, an image or a daemon: a test using any of
+#: them (directly or through another fixture) is in the `heavy` tier.
+HEAVY_FIXTURES = {"torch_env", "all_envs", "torch_image", "slurm", "report_db", "dataset"}
+#: Modules whose every test needs root (network namespaces, cgroups) or a daemon.
+HEAVY_MODULES = {"test_emulated"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tiers: `make test-fast` runs what needs no framework environment, no root and no
+    daemon (-m "not slow and not heavy"); `make test` runs everything."""
+    for item in items:
+        if (HEAVY_FIXTURES & set(item.fixturenames) or item.get_closest_marker("slow")
+                or item.module.__name__.rsplit(".", 1)[-1] in HEAVY_MODULES):
+            item.add_marker(pytest.mark.heavy)

@@ -6,7 +6,6 @@ generated from them."""
 from __future__ import annotations
 
 import math
-import multiprocessing
 import sqlite3
 import subprocess
 from dataclasses import replace
@@ -15,7 +14,7 @@ import pytest
 
 from frameworks.contract import FIELDS, RunSpec, SpecError, check_field, validate
 from harness import experiment
-from harness.store import RunRecord, Store
+from harness.store import Store
 from runners.container import ContainerError, container_command
 from runners.slurm import SlurmError, SlurmOptions, sbatch_script
 from runners.spec import ProcessSpec
@@ -165,23 +164,30 @@ def test_container_image_and_mounts_cannot_become_options():
     assert "/w:/w:ro" in cmd.argv and "/d:/data:ro" in cmd.argv
 
 
-def _store_one(db: str, n: int) -> int:
-    spec = RunSpec("torch", "alexnet", image_size=64)
-    stored = 0
-    for i in range(n):
-        row = {"run_id": f"{multiprocessing.current_process().pid}-{i}", "experiment": "e",
-               "config_hash": spec.config_hash(), "status": "ok",
-               "spec_json": spec.to_json()}
-        with Store(db) as store:
-            stored += store.add(RunRecord(row))
-    return stored
+WRITER = """
+import sys
+from frameworks.contract import RunSpec
+from harness.store import RunRecord, Store
+spec = RunSpec("torch", "alexnet", image_size=64)
+stored = 0
+for i in range(int(sys.argv[2])):
+    row = {"run_id": f"{sys.argv[3]}-{i}", "experiment": "e", "config_hash": spec.config_hash(),
+           "status": "ok", "spec_json": spec.to_json()}
+    with Store(sys.argv[1]) as store:
+        stored += store.add(RunRecord(row))
+print(stored)
+"""
 
 
 def test_two_writers_store_each_configuration_once(tmp_path):
+    """Two processes (two sweeps) store the same configuration 20 times each, at once."""
+    import sys
+
     db = str(tmp_path / "r.db")
     Store(db).conn.close()
-    with multiprocessing.get_context("spawn").Pool(2) as pool:
-        stored = pool.starmap(_store_one, [(db, 20), (db, 20)])
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, db, "20", tag],
+                              stdout=subprocess.PIPE, text=True) for tag in ("a", "b")]
+    stored = [int(p.communicate(timeout=60)[0]) for p in procs]
     assert sum(stored) == 1
     rows = sqlite3.connect(db).execute("SELECT COUNT(*) FROM runs").fetchone()
     assert rows == (1,)
