@@ -348,6 +348,11 @@ def build_parser() -> argparse.ArgumentParser:
     img_sub.add_parser("base", help="make the local Debian base image (debootstrap + import; "
                                     "what --base-image local uses)")
 
+    sub.add_parser("clean", help="remove what dnnbench processes that died left behind",
+                   description="Removes containers started by dnnbench processes that no "
+                               "longer run (killed, lost session) and their stale emulated-"
+                               "cluster leases. Never touches anything a live process uses.")
+
     p_plan = sub.add_parser("plan", help="show an experiment's runs before running it")
     p_plan.add_argument("experiment_file")
     p_plan.add_argument("--db", help="also show which runs are already stored (resume)")
@@ -574,16 +579,41 @@ def cmd_data(args: argparse.Namespace) -> int:
     raise UserError("data needs an action: make or check (see dnnbench data --help)")
 
 
+def _reap_containers() -> list[str]:
+    import shutil
+
+    from runners import container
+
+    return [name for engine in container.DAEMON_ENGINES if shutil.which(engine)
+            for name in container.reap(engine)]
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    from runners import emulated
+
+    reaped = _reap_containers()
+    holders = emulated.holders()  # drops the leases of processes that died
+    print(f"removed {len(reaped)} container(s) of dnnbench processes that died"
+          + (f": {', '.join(reaped)}" if reaped else ""))
+    print(f"emulated cluster: {len(holders)} live user(s)"
+          + (f" ({', '.join(str(h['pid']) for h in holders)})" if holders else ""))
+    return 0
+
+
 def cmd_cluster(args: argparse.Namespace) -> int:
     from runners import emulated
 
     try:
         if args.cluster_command == "up":
-            c = emulated.up(args.hosts, args.link)
+            c = emulated.up_unless_used(args.hosts, args.link)
             print(f"{len(c.hosts)} emulated hosts up, link {c.link}: "
                   + ", ".join(f"{h}={a}" for h, a in zip(c.hosts, c.addresses)))
         elif args.cluster_command == "down":
-            gone = emulated.down()
+            gone = emulated.down_unless_used()
+            reaped = _reap_containers()  # a dead sweep's containers inside the hosts
+            if reaped:
+                print(f"removed {len(reaped)} container(s) left by dnnbench processes that "
+                      "died")
             print(f"removed {len(gone)} emulated host(s)" if gone else "no emulated hosts")
         elif args.cluster_command == "status":
             rows = emulated.status()
@@ -614,8 +644,9 @@ def cmd_image(args: argparse.Namespace) -> int:
         if args.dry_run:
             name = "podman" if args.engine == "auto" else args.engine
             base = images.base_tag() if args.base_image == "local" else args.base_image
-            print(" ".join(shlex.quote(c) for c in images.build_command(
-                args.framework, variant, name, base, images.pip_settings())))
+            print(images.redact(" ".join(shlex.quote(c) for c in images.build_command(
+                args.framework, variant, name, base, images.pip_settings(),
+                "<private pip.conf>"))))
             return 0
         name = images.engine(args.engine)
         base = images.ensure_base(name) if args.base_image == "local" else args.base_image
@@ -877,7 +908,7 @@ COMMANDS = {"env": cmd_env, "models": cmd_models, "run": cmd_run, "report": cmd_
             "results": cmd_results, "predict": cmd_predict, "ps-placement": cmd_ps_placement,
             "paper": cmd_paper, "commbench": cmd_commbench, "plan": cmd_plan,
             "verify": cmd_verify, "data": cmd_data, "cluster": cmd_cluster,
-            "image": cmd_image}
+            "image": cmd_image, "clean": cmd_clean}
 
 
 def _one_line(text: str) -> str:

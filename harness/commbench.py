@@ -166,8 +166,7 @@ def run(library: str, ranks: int, sizes: list[int], store: Store | None = None,
             else:
                 job = local.launch([emulated.inside(p, cluster) for p in procs], timeout)
         finally:
-            if made:
-                emulated.down()
+            emulated.release(take_down=made)
     return _result(library, ranks, job, store, link_label, experiment, max(1, hosts))
 
 

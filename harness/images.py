@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -121,22 +123,53 @@ def local_paths(settings: dict[str, str]) -> list[str]:
     return sorted(paths)
 
 
+_CREDENTIALS = re.compile(r"(://)([^/@\s]+)@")
+
+
+def has_credentials(value: str) -> bool:
+    """A URL with a user (and often a password or token) before its host."""
+    return bool(_CREDENTIALS.search(value))
+
+
+def redact(text: str) -> str:
+    """`text` with the credentials of every URL in it replaced by ***."""
+    return _CREDENTIALS.sub(r"\1***@", text)
+
+
+def secret_pip_conf(pip: dict[str, str]) -> str:
+    """The pip settings that carry credentials, as a pip.conf: mounted into the build
+    (podman `-v`, not stored in any layer), never a build argument (kept in the image's
+    history and so in the cached archive)."""
+    lines = ["[global]"] + [f"{k} = {v}" for k, v in pip.items() if has_credentials(v)]
+    return "\n".join(lines) + "\n"
+
+
 def build_command(framework: str, variant: str = "cpu", engine_name: str = "podman",
                   base_image: str | None = None,
-                  pip: dict[str, str] | None = None) -> list[str]:
+                  pip: dict[str, str] | None = None, pip_conf: str | None = None
+                  ) -> list[str]:
+    """The image build. Settings with credentials go only into `pip_conf` (a file this
+    function mounts as /etc/pip.conf), never into the command line."""
     check_framework(framework)
     base = base_image or default_base(framework, variant)
     cmd = [engine_name, "build", "--network", "host", "-f", str(DOCKERFILE.relative_to(REPO)),
            "--build-arg", f"FRAMEWORK={framework}", "--build-arg", f"BASE_IMAGE={base}",
            "--build-arg", f"VARIANT={variant}", "--label", f"dnnbench.base={base}"]
     pip = pip or {}
+    secret = [k for k, v in pip.items() if has_credentials(v)]
+    if secret and (engine_name != "podman" or not pip_conf):
+        raise ImageError(f"pip setting(s) {', '.join(secret)} carry credentials: only a podman "
+                         "build can take them without storing them in the image (a mounted "
+                         "pip.conf); build with podman, or use a netrc/keyring on the host")
     for key in PIP_KEYS:
-        if key in pip:
+        if key in pip and key not in secret:
             cmd += ["--build-arg", f"PIP_{key.upper().replace('-', '_')}={pip[key]}"]
     if engine_name == "podman":  # docker build has no volumes: it reaches the index by network
         cmd += ["--format", "docker"]  # OCI images drop SHELL (pipefail in RUN)
         for path in local_paths(pip):
             cmd += ["-v", f"{path}:{path}:ro"]
+        if secret:
+            cmd += ["-v", f"{pip_conf}:/etc/pip.conf:ro"]
     return cmd + ["-t", image_tag(framework, variant), "."]
 
 
@@ -188,10 +221,16 @@ def ensure(framework: str, variant: str = "cpu", engine_name: str = "podman",
         print(f"{tag} ready (built before){note}", file=log, flush=True)
         return tag
     archive = archive_path(tag)
-    cmd = build_command(framework, variant, engine_name, base_image, pip_settings())
-    print(" ".join(cmd), file=log, flush=True)
-    if subprocess.run(cmd, cwd=REPO, env=engine_env(engine_name)).returncode != 0:
-        raise ImageError(f"building {tag} failed (output above)")
+    pip = pip_settings()
+    with tempfile.TemporaryDirectory(prefix="dnnbench-pip-") as private:  # mode 700
+        conf = Path(private) / "pip.conf"
+        if any(has_credentials(v) for v in pip.values()):
+            conf.write_text(secret_pip_conf(pip))
+            conf.chmod(0o600)
+        cmd = build_command(framework, variant, engine_name, base_image, pip, str(conf))
+        print(redact(" ".join(cmd)), file=log, flush=True)
+        if subprocess.run(cmd, cwd=REPO, env=engine_env(engine_name)).returncode != 0:
+            raise ImageError(f"building {tag} failed (output above)")
     archive.parent.mkdir(parents=True, exist_ok=True)
     tmp = archive.with_suffix(".tmp")
     tmp.unlink(missing_ok=True)

@@ -6,19 +6,50 @@
 #   harness/slurm-cluster.sh down         stop every daemon this script started
 #   harness/slurm-cluster.sh status       sinfo
 # There is no systemd: the daemons are started directly and stopped by their pid files.
-# State lives in $DNNBENCH_SLURM_DIR (/tmp/dnnbench-slurm); SLURM_CONF points there.
+# State lives in $DNNBENCH_SLURM_DIR (/run/dnnbench/slurm as root, else
+# ~/.cache/dnnbench/slurm); SLURM_CONF points there. The script runs as root, so it trusts
+# nothing it did not make: the folder must be a real folder owned by this user and not
+# writable by others; `up` replaces it with a fresh one (a new munge key each time); a pid
+# read from it is signalled only if that process is the daemon it names.
 set -euo pipefail
-dir=${DNNBENCH_SLURM_DIR:-/tmp/dnnbench-slurm}
+if [ "$(id -u)" -eq 0 ]; then default_dir=/run/dnnbench/slurm; else default_dir=$HOME/.cache/dnnbench/slurm; fi
+dir=${DNNBENCH_SLURM_DIR:-$default_dir}
 conf=$dir/slurm.conf
+marker=.dnnbench-slurm
 action=${1:-status}
 nodes=${2:-2}
 
+die() { echo "slurm-cluster: $*" >&2; exit 2; }
+
+# The state folder is ours, or we refuse to read or write anything in it.
+check_dir() {
+  [ -L "$dir" ] && die "$dir is a symbolic link; refusing to use it"
+  [ -e "$dir" ] || return 0
+  [ -d "$dir" ] || die "$dir is not a folder"
+  [ "$(stat -c %u "$dir")" = "$(id -u)" ] || die "$dir belongs to another user"
+  [ -z "$(find "$dir" -maxdepth 0 -perm /022)" ] || die "$dir is writable by others"
+}
+
+# A fresh private folder for `up`: an old one is removed only if this script made it.
+fresh_dir() {
+  check_dir
+  if [ -e "$dir" ]; then
+    if [ -f "$dir/$marker" ]; then rm -rf --one-file-system "$dir"
+    elif [ -n "$(ls -A "$dir")" ]; then die "$dir is not empty and was not made by this script"
+    fi
+  fi
+  mkdir -p "$(dirname "$dir")"
+  mkdir -p -m 700 "$dir"
+  touch "$dir/$marker"
+}
+
 stop_pidfile() {
-  local f=$1
-  [ -f "$f" ] || return 0
+  local f=$1 name=$2
+  [ -f "$f" ] && [ ! -L "$f" ] || return 0
   local pid
-  pid=$(cat "$f")
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+  pid=$(head -c 20 "$f" | tr -dc 0-9)
+  # only the daemon the file names: a stale file may hold a pid reused by anything else
+  if [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ]; then
     kill "$pid" 2>/dev/null || true
     for _ in $(seq 50); do
       # dead daemons linger as zombies (no init reaping here): state Z counts as gone
@@ -44,11 +75,13 @@ down() {
       done
     fi
   fi
-  for f in "$dir"/run/slurmd-*.pid "$dir"/run/slurmctld.pid "$dir"/run/munged.pid; do
-    [ -e "$f" ] && stop_pidfile "$f"
-  done
+  for f in "$dir"/run/slurmd-*.pid; do stop_pidfile "$f" slurmd; done
+  stop_pidfile "$dir/run/slurmctld.pid" slurmctld
+  stop_pidfile "$dir/run/munged.pid" munged
   return 0
 }
+
+check_dir
 
 case "$action" in
   up)
@@ -60,9 +93,10 @@ case "$action" in
       apt-get install -y -qq --no-install-recommends slurm-wlm munge >&2
     fi
     down
+    fresh_dir
     mkdir -p "$dir"/run "$dir"/log "$dir"/state "$dir"/munge "$dir"/spool
     # munge: a fresh key and socket of our own (no system munged needed)
-    [ -f "$dir/munge/munge.key" ] || dd if=/dev/urandom bs=1 count=1024 of="$dir/munge/munge.key" status=none
+    dd if=/dev/urandom bs=1 count=1024 of="$dir/munge/munge.key" status=none
     chmod 700 "$dir/munge"; chmod 400 "$dir/munge/munge.key"
     munged --force --key-file="$dir/munge/munge.key" --socket="$dir/munge/munge.sock" \
       --pid-file="$dir/run/munged.pid" --log-file="$dir/log/munged.log" \

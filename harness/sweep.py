@@ -209,7 +209,7 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
                   f"stored{hint}, {len(todo)} to go")
     source_root = worker_source_root()
     host = host_manifest()
-    made_cluster = False
+    made_cluster = used_cluster = False
     try:
         for i, planned in enumerate(todo, start=1):
             spec = planned.spec
@@ -240,7 +240,7 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
                     summary.failed += 1
                     prog.end(f"failed: {exc}", measured=False)
                     continue
-                made_cluster = made_cluster or made
+                made_cluster, used_cluster = made_cluster or made, True
             procs, launcher = _placed(spec, python, source_root, run_id, cluster)
             counters = ({ns: emulated.interface_bytes(ns) for ns in cluster.hosts}
                         if cluster is not None else {})
@@ -303,6 +303,6 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
                 summary.failed += 1
                 prog.end(f"{row['status']}: {row['reason']}")
     finally:
-        if made_cluster:  # a cluster this sweep created goes away with it
-            emulated.down()
+        if used_cluster:  # a cluster this sweep created goes away with it, once unused
+            emulated.release(take_down=made_cluster)
     return summary

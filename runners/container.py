@@ -28,13 +28,17 @@ import time
 from pathlib import Path
 
 from runners import horovodrun, mpirun
-from runners.process import LineCallback, StartCallback, run_job
+from runners.process import LineCallback, StartCallback, identity, run_job
 from runners.spec import JobResult, ProcessSpec
 
 NAME = "container"
 ENGINES = ("podman", "docker", "apptainer", "singularity")
 DAEMON_ENGINES = ("podman", "docker")
 IMAGE_PYTHON = "/opt/venv/bin/python"  # docker/install.sh
+#: Every container a harness starts carries its owner's identity (runners.process.identity)
+#: so one left behind by a harness that died is found and removed (`reap`).
+OWNER_LABEL = "dnnbench.owner"
+_REAPED: set[str] = set()
 #: Podman settings this project needs on hosts like its reference VM (docker/containers.conf)
 CONTAINERS_CONF = Path(__file__).resolve().parent.parent / "docker" / "containers.conf"
 PID_WAIT_S = 60.0
@@ -84,7 +88,8 @@ def container_command(spec: ProcessSpec, image: str, engine: str = "podman",
         return ProcessSpec(spec.role, spec.rank, tuple(cmd), {}, spec.cwd, None, spec.host,
                            spec.service)
     cmd = [engine, "run", "--rm", "--init", "--ipc=host",
-           "--network", f"ns:/run/netns/{netns}" if netns else "host"]
+           "--network", f"ns:/run/netns/{netns}" if netns else "host",
+           "--label", f"{OWNER_LABEL}={identity(os.getpid())}"]
     if name:
         cmd += ["--name", name]
     if gpus:
@@ -98,7 +103,7 @@ def container_command(spec: ProcessSpec, image: str, engine: str = "podman",
         cmd += ["-v", m]
     for k in sorted(spec.env):
         cmd += ["-e", f"{k}={spec.env[k]}"]
-    cmd += ["--entrypoint", spec.argv[0], image, *spec.argv[1:]]
+    cmd += ["--entrypoint", spec.argv[0], "--", image, *spec.argv[1:]]
     return ProcessSpec(spec.role, spec.rank, tuple(cmd), engine_env(engine), spec.cwd, None,
                        spec.host, spec.service)
 
@@ -129,6 +134,24 @@ def container_pid(engine: str, name: str) -> int | None:
     return pid or None
 
 
+def reap(engine: str) -> list[str]:
+    """Remove the containers a dnnbench process started and left behind when it died
+    (kill -9, a lost session: its `finally` never ran). Only containers carrying the owner
+    label are looked at, and only those whose owner is no longer alive are removed."""
+    env = {**os.environ, **engine_env(engine)}
+    proc = subprocess.run([engine, "ps", "-a", "--filter", f"label={OWNER_LABEL}", "--format",
+                           "{{.Names}} {{index .Labels \"" + OWNER_LABEL + "\"}}"],
+                          capture_output=True, text=True, env=env)
+    dead = []
+    for line in proc.stdout.splitlines():
+        name, _, owner = line.strip().partition(" ")
+        pid = owner.split("-", 1)[0]
+        if name and (not pid.isdigit() or identity(int(pid)) != owner):
+            dead.append(name)
+    remove(engine, dead)
+    return dead
+
+
 def remove(engine: str, names: list[str]) -> None:
     """Force-remove the job's containers (those still there; `--rm` took the others)."""
     if names:
@@ -156,6 +179,9 @@ def launch(specs: list[ProcessSpec], timeout: float, on_line: LineCallback | Non
         raise ContainerError(f"launcher {inner!r} cannot run inside a container: use local, "
                              "horovodrun or mpirun")
     daemon = engine in DAEMON_ENGINES
+    if daemon and engine not in _REAPED:  # once per harness process, before its first job
+        reap(engine)
+        _REAPED.add(engine)
     names = [container_name(job, s) if daemon else "" for s in specs]
     wrapped = [container_command(s, image, engine, gpus, (netns or {}).get(s.host), mounts,
                                  name or None) for s, name in zip(specs, names)]

@@ -19,14 +19,19 @@ which remounts /sys: slurmd and some tools die there).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import ipaddress
 import json
 import os
 import re
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from runners.process import identity
 from runners.spec import ProcessSpec
 
 PREFIX = "dnb-h"  # namespace names: dnb-h0, dnb-h1, ...
@@ -34,6 +39,10 @@ BRIDGE = "dnbbr0"
 SUBNET = "10.77.0.0/24"
 STATE = Path(os.environ.get("DNNBENCH_CLUSTER_STATE", "/run/dnnbench/cluster.json"))
 RATE = re.compile(r"^(\d+(?:\.\d+)?)(k|m|g)?bit$")
+#: One file per process using the cluster (a sweep, a commbench): the cluster is re-rated
+#: or removed only while no other live process holds one.
+LEASES = STATE.parent / "leases"
+LOCK = STATE.parent / "cluster.lock"
 
 
 class ClusterError(RuntimeError):
@@ -113,8 +122,13 @@ def up(hosts: int, link: str = "unshaped") -> Cluster:
         raise ClusterError(f"hosts = {hosts}: choose 1..64")
     bits = rate_bits(link)
     down()
+    taken = routes_overlapping()
+    if taken:
+        raise ClusterError(f"this machine already routes addresses of the lab subnet "
+                           f"{SUBNET} ({taken[0].strip()}); the emulated cluster would take "
+                           f"them over: remove that route or change runners/emulated.py SUBNET")
     # the guard first: lab addresses are unreachable from the root namespace
-    _ip("route", "replace", "unreachable", SUBNET)
+    _ip("route", "add", "unreachable", SUBNET)
     try:
         _ip("link", "add", BRIDGE, "type", "bridge")
         _ip("link", "set", BRIDGE, "up")
@@ -161,13 +175,95 @@ def reshape(link: str) -> Cluster:
     return c
 
 
+@contextlib.contextmanager
+def _locked() -> Iterator[None]:
+    """One process at a time decides what happens to the cluster."""
+    LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with open(LOCK, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def holders() -> list[dict]:
+    """Live leases: {pid, hosts, link} of every process using the cluster now (stale
+    lease files of processes that died are removed)."""
+    out = []
+    for f in sorted(LEASES.glob("*.json")) if LEASES.is_dir() else []:
+        try:
+            lease = json.loads(f.read_text())
+        except (OSError, ValueError):
+            lease = {}
+        if lease.get("pid") and identity(lease["pid"]) == lease.get("identity"):
+            out.append(lease)
+        else:
+            f.unlink(missing_ok=True)
+    return out
+
+
+def _others() -> list[dict]:
+    return [h for h in holders() if h["pid"] != os.getpid()]
+
+
+def _in_use(others: list[dict]) -> str:
+    return "; ".join(f"pid {h['pid']} ({h['hosts']} hosts at {h['link']})" for h in others)
+
+
 def ensure(hosts: int, link: str) -> tuple[Cluster, bool]:
-    """A cluster of exactly `hosts` hosts at `link`: the running one (re-shaped if the
-    rate differs) or a new one; the flag says whether it was created here."""
-    c = current()
-    if c is not None and len(c.hosts) == hosts:
-        return (c if c.link == link else reshape(link)), False
-    return up(hosts, link), True
+    """A cluster of exactly `hosts` hosts at `link` for this process: the running one
+    (re-shaped if the rate differs) or a new one; the flag says whether it was created
+    here. Another live process using the cluster at other hosts or another rate is never
+    disturbed: ClusterError says who holds it. Call `release` when done."""
+    with _locked():
+        c = current()
+        others = _others()
+        if others and (c is None or len(c.hosts) != hosts or c.link != link):
+            raise ClusterError(f"the emulated cluster is in use by {_in_use(others)}; it "
+                               f"cannot become {hosts} hosts at {link} until that ends")
+        if c is not None and len(c.hosts) == hosts:
+            c, made = (c if c.link == link else reshape(link)), False
+        else:
+            c, made = up(hosts, link), True
+        LEASES.mkdir(parents=True, exist_ok=True)
+        (LEASES / f"{os.getpid()}.json").write_text(json.dumps(
+            {"pid": os.getpid(), "identity": identity(os.getpid()), "hosts": hosts,
+             "link": link}))
+        return c, made
+
+
+def release(take_down: bool) -> bool:
+    """This process no longer uses the cluster; with `take_down` (it made the cluster)
+    remove it too, unless another live process still uses it. True if it was removed."""
+    with _locked():
+        (LEASES / f"{os.getpid()}.json").unlink(missing_ok=True)
+        if take_down and not _others():
+            down()
+            return True
+        return False
+
+
+def up_unless_used(hosts: int, link: str) -> Cluster:
+    """`dnnbench cluster up`: a new cluster, or ClusterError naming the processes that
+    use the running one."""
+    with _locked():
+        others = _others()
+        if others:
+            raise ClusterError(f"the emulated cluster is in use by {_in_use(others)}; "
+                               "it cannot be replaced until they end")
+        return up(hosts, link)
+
+
+def down_unless_used() -> list[str]:
+    """`dnnbench cluster down`: remove the cluster, or ClusterError naming the processes
+    that still use it."""
+    with _locked():
+        others = _others()
+        if others:
+            raise ClusterError(f"the emulated cluster is in use by {_in_use(others)}; "
+                               "stop those first (it is removed when they end)")
+        return down()
 
 
 def down() -> list[str]:
@@ -182,9 +278,41 @@ def down() -> list[str]:
         if name.startswith("dnbv"):
             _ip("link", "del", name, check=False)
     _ip("link", "del", BRIDGE, check=False)
-    _ip("route", "del", "unreachable", SUBNET, check=False)  # the guard goes last
+    if _guard_installed():
+        _ip("route", "del", "unreachable", SUBNET, check=False)  # the guard goes last
     STATE.unlink(missing_ok=True)
     return removed
+
+
+def _routes() -> list[str]:
+    return _ip("-4", "-o", "route", "show", "table", "all", check=False).stdout.splitlines()
+
+
+def _guard_installed() -> bool:
+    return any(r.split()[:2] == ["unreachable", SUBNET] for r in _routes())
+
+
+def routes_overlapping(subnet: str = SUBNET) -> list[str]:
+    """Routes of this machine (any table) to addresses in the lab subnet, other than this
+    module's own guard: the lab must not take over addresses something else routes."""
+    lab = ipaddress.ip_network(subnet)
+    out = []
+    for route in _routes():
+        words = route.split()
+        if words[0] in ("unreachable", "local", "broadcast", "blackhole", "prohibit",
+                        "multicast", "throw"):
+            if words[:2] == ["unreachable", subnet]:
+                continue
+            words = words[1:]
+        if not words or words[0] == "default":
+            continue
+        try:
+            net = ipaddress.ip_network(words[0], strict=False)
+        except ValueError:
+            continue
+        if net.overlaps(lab) and net.prefixlen > 0:
+            out.append(route)
+    return out
 
 
 def current() -> Cluster | None:

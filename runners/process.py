@@ -39,6 +39,15 @@ def read_stat(pids: Iterable[int | str]) -> dict[int, list[str]]:
     return out
 
 
+def identity(pid: int) -> str | None:
+    """"PID-STARTTIME" of a live process (start time in clock ticks since boot): it names
+    one process even after its PID is reused. None when it is gone or a zombie."""
+    fields = read_stat([pid]).get(pid)
+    if not fields or fields[0] == "Z":
+        return None
+    return f"{pid}-{fields[19]}"
+
+
 def all_pids() -> list[str]:
     return [e for e in os.listdir("/proc") if e.isdigit()]
 

@@ -48,12 +48,15 @@ def test_podman_command(monkeypatch):
     monkeypatch.delenv("CONTAINERS_CONF", raising=False)  # the user's own would win
     p = container_command(WORKER, "dnnbench-torch:cpu-x", "podman", gpus=True,
                           netns="dnb-h1", mounts=("/work/main", "/d:/data:rw"), name="job-w0")
+    from runners.process import identity
+
     assert " ".join(p.argv) == (
-        "podman run --rm --init --ipc=host --network ns:/run/netns/dnb-h1 --name job-w0 "
+        "podman run --rm --init --ipc=host --network ns:/run/netns/dnb-h1 "
+        f"--label dnnbench.owner={identity(os.getpid())} --name job-w0 "
         "--device nvidia.com/gpu=all --security-opt=label=disable "
         "--ulimit as=1073741824:1073741824 -v /work/main:/work/main:ro -v /d:/data:rw "
         "-e DNNBENCH_SPEC={} -e OMP_NUM_THREADS=2 -e PYTHONPATH=/work/main "
-        "--entrypoint /opt/venv/bin/python dnnbench-torch:cpu-x -m frameworks.worker")
+        "--entrypoint /opt/venv/bin/python -- dnnbench-torch:cpu-x -m frameworks.worker")
     # the limit is the container's, not the engine client's (Go reserves huge address space)
     assert p.memory_limit_bytes is None
     assert p.env.get("CONTAINERS_CONF", "").endswith("docker/containers.conf")
@@ -95,6 +98,32 @@ def test_pip_settings_become_build_args_and_read_only_mounts(tmp_path):
     assert f"-v {wheels}:{wheels}:ro" in cmd and f"-v {tmp_path}/index:{tmp_path}/index:ro" in cmd
     assert "example.invalid" not in cmd.split("-v")[-1]  # remote indexes are not mounted
     assert "-v" not in images.build_command("torch", "cpu", "docker", "base:1", pip)
+
+
+def test_pip_credentials_never_reach_the_command_or_the_image(tmp_path):
+    """A token in an index URL goes into a private pip.conf mounted for the build only:
+    not a build argument (stored in the image history and the cached archive), not
+    printed."""
+    from harness import images
+    from harness.images import ImageError
+
+    pip = {"index-url": "https://alice:s3cret-token@pypi.example.invalid/simple",
+           "find-links": str(tmp_path)}
+    conf = tmp_path / "pip.conf"
+    cmd = images.build_command("torch", "cpu", "podman", "base:1", pip, str(conf))
+    assert not any("s3cret" in c for c in cmd)
+    assert f"-v {conf}:/etc/pip.conf:ro" in " ".join(cmd)
+    assert f"--build-arg PIP_FIND_LINKS={tmp_path}" in " ".join(cmd)
+    assert "s3cret-token@" in images.secret_pip_conf(pip)
+    assert images.redact(pip["index-url"]) == "https://***@pypi.example.invalid/simple"
+    with pytest.raises(ImageError, match="credentials"):
+        images.build_command("torch", "cpu", "docker", "base:1", pip, str(conf))
+    with pytest.raises(ImageError, match="credentials"):
+        images.build_command("torch", "cpu", "podman", "base:1", pip)  # no private file
+    r = run_cli("image", "build", "torch", "--dry-run", "--engine", "podman",
+                env={"PIP_INDEX_URL": pip["index-url"]})
+    assert "podman build" in r.stdout and "/etc/pip.conf:ro" in r.stdout, r.stderr
+    assert "s3cret" not in r.stdout + r.stderr
 
 
 def test_pip_settings_read_from_pip_itself(tmp_path):
@@ -350,3 +379,41 @@ def test_ctrl_c_removes_the_running_containers(torch_image, tmp_path):
     assert proc.returncode == 130, out
     assert _containers() == [] and our_workers(marker) == []
     assert [r["status"] for r in _rows(db)] == ["ok"]
+
+
+KILLED_HARNESS = """
+import sys
+from runners import container
+from runners.spec import ProcessSpec
+container.launch([ProcessSpec("worker", 0, ("/bin/sleep", "120"), {})], 150, image=sys.argv[1],
+                 job=sys.argv[2])
+"""
+
+
+@pytest.mark.slow
+@needs_podman
+def test_containers_of_a_killed_harness_are_reaped_at_the_next_start(torch_image):
+    """kill -9 of the harness: its `finally` never runs and podman keeps the container
+    (conmon owns it, not the harness); the next harness to start containers removes it."""
+    import sys
+
+    from runners import container
+
+    job = f"dnnbench-reap-{os.getpid()}"
+    harness = subprocess.Popen([sys.executable, "-c", KILLED_HARNESS, torch_image, job],
+                               env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    try:
+        deadline = time.monotonic() + 60
+        while not _containers(job) and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert _containers(job), "the container never started"
+        harness.send_signal(signal.SIGKILL)
+        harness.wait()
+        time.sleep(1)
+        left = _containers(job)
+        assert left  # left behind
+        assert set(left) <= set(container.reap("podman"))
+        assert _containers(job) == []
+    finally:
+        harness.kill()
+        container.remove("podman", _containers(job))

@@ -189,3 +189,55 @@ def test_horovod_and_tensorflow_strategies_across_hosts(all_envs, clean, tmp_pat
         assert min(moved[h]["tx_bytes"] for h in moved) > 5e6
     spec = json.loads(rows[0]["spec_json"])
     assert spec["launcher"] == "auto"  # resolved to mpirun across hosts
+
+
+HOLDER = """
+import sys, time
+from runners import emulated
+emulated.ensure(2, "1gbit")
+print("holding", flush=True)
+time.sleep(float(sys.argv[1]))
+emulated.release(take_down=True)
+"""
+
+
+def test_a_cluster_in_use_is_neither_rerated_nor_removed(clean):
+    """Two sweeps on one cluster: the second may join at the same shape, but can neither
+    re-rate nor remove it while the first runs; a killed holder's lease is stale."""
+    import signal
+    import sys
+
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, "60"], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        with pytest.raises(emulated.ClusterError, match=f"in use by pid {holder.pid}"):
+            emulated.ensure(2, "2gbit")
+        with pytest.raises(emulated.ClusterError, match="in use"):
+            emulated.down_unless_used()
+        with pytest.raises(emulated.ClusterError, match="in use"):
+            emulated.up_unless_used(3, "1gbit")
+        c, made = emulated.ensure(2, "1gbit")  # the same shape: shared
+        assert not made and c.link == "1gbit"
+        assert emulated.release(take_down=True) is False  # the holder still uses it
+        assert emulated.current() is not None
+        r = run_cli("cluster", "down")
+        assert r.returncode == 2 and f"pid {holder.pid}" in r.stderr
+        holder.send_signal(signal.SIGKILL)  # the harness dies: its lease goes stale
+        holder.wait()
+        assert emulated.holders() == []
+        assert emulated.ensure(2, "2gbit")[0].link == "2gbit"
+    finally:
+        holder.kill()
+        emulated.release(take_down=True)
+
+
+def test_guard_refuses_a_subnet_this_machine_routes(clean):
+    subprocess.run(["ip", "route", "add", "blackhole", "10.77.0.128/25"], check=True)
+    try:
+        with pytest.raises(emulated.ClusterError, match="already routes addresses"):
+            emulated.up(2)
+    finally:
+        subprocess.run(["ip", "route", "del", "blackhole", "10.77.0.128/25"], check=True)
+    assert "10.77.0.128/25" not in subprocess.run(["ip", "route"], capture_output=True,
+                                                  text=True).stdout

@@ -136,3 +136,42 @@ def test_unreachable_slurm_is_a_failed_run_not_a_crash(torch_env, tmp_path):
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     ((status, reason, *_),) = _rows(db)
     assert status == "failed" and "sbatch" in reason
+
+
+def _script_with(state, action):
+    return subprocess.run(["bash", str(SCRIPT), action], capture_output=True, text=True,
+                          env={**os.environ, "DNNBENCH_SLURM_DIR": str(state)}, timeout=60)
+
+
+def test_cluster_script_refuses_folders_it_cannot_trust(tmp_path):
+    """It runs as root: a symlink, a folder others can write, or someone else's files in
+    place of its state folder are refused before anything is read from them."""
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (tmp_path / "link").symlink_to(target)
+    r = _script_with(tmp_path / "link", "down")
+    assert r.returncode == 2 and "symbolic link" in r.stderr
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    r = _script_with(shared, "down")
+    assert r.returncode == 2 and "writable by others" in r.stderr
+
+
+def test_cluster_script_signals_only_its_own_daemons(tmp_path):
+    """A pid file that names some other process (a stale file, a reused pid, a planted
+    one) is not acted on."""
+    state = tmp_path / "state"
+    (state / "run").mkdir(parents=True)
+    state.chmod(0o700)
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        for name in ("slurmctld", "munged", "slurmd-node1"):
+            (state / "run" / f"{name}.pid").write_text(str(bystander.pid))
+        r = _script_with(state, "down")
+        assert r.returncode == 0, r.stderr
+        assert bystander.poll() is None  # still running
+        assert list((state / "run").iterdir()) == []
+    finally:
+        bystander.kill()
+        bystander.wait()
