@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Protocol
 
@@ -301,6 +302,108 @@ def host_process_limit() -> int:
     return max(16, 4 * (os.cpu_count() or 1))
 
 
+#: A framework process's own footprint before the model (interpreter, libraries, pools).
+RUNTIME_BYTES = 600 * 2**20
+MEMORY_CHECK_OFF = "DNNBENCH_IGNORE_MEMORY_CHECK"
+
+
+def estimated_worker_bytes(spec: RunSpec) -> int:
+    """A rough upper estimate of one training worker's memory (cost model): the runtime,
+    weights + gradients + momentum + a spare copy, the input batch, and 1.5x the batch's
+    activations (kept for backward, plus their gradients' working set)."""
+    from models.cost import cost  # pure Python, cheap
+
+    net = cost(spec.model, spec.image_size, spec.num_classes)
+    batch_input = spec.batch_size * 3 * spec.image_size ** 2 * 4
+    return int(RUNTIME_BYTES + 16 * net.params + batch_input
+               + 1.5 * spec.batch_size * net.activation_bytes)
+
+
+def host_memory_bytes() -> int:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _check_host_memory(spec: RunSpec) -> None:
+    import os
+
+    if os.environ.get(MEMORY_CHECK_OFF) == "1":
+        return
+    host = host_memory_bytes()
+    need = estimated_worker_bytes(spec) * spec.workers
+    if host and need > host:
+        raise SpecError(f"batch_size = {spec.batch_size} at image_size = {spec.image_size}: "
+                        f"{spec.workers} worker(s) of {spec.model} need about "
+                        f"{need / 2**30:.1f} GiB, more than this host's {host / 2**30:.1f} "
+                        "GiB; use a smaller batch or image, or --ignore-memory-check if the "
+                        "estimate is wrong for your setup")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule between launcher, strategy, environment and link, declared as data like
+    SUPPORT: when it is broken, why, and a configuration that breaks it (the tests run
+    every example, so no rule is unreachable or untested)."""
+
+    broken_by: Callable[[RunSpec], bool]
+    message: str  # str.format'ed with the spec's fields and `resolved` (the launcher)
+    unsupported: bool  # True: a valid combination this launcher cannot run (sweeps skip it)
+    example: dict[str, Any]
+
+    def text(self, spec: RunSpec) -> str:
+        return self.message.format(resolved=spec.resolved_launcher, **asdict(spec))
+
+
+#: Checked in this order; the first broken rule is the one reported.
+LAUNCH_RULES: tuple[Rule, ...] = (
+    Rule(lambda s: bool(s.link) and s.resolved_launcher not in ("local", "mpirun"),
+         "link = {link!r} (emulated hosts) runs with the local or mpirun launcher, not "
+         "{resolved!r}", True,
+         {"strategy": "horovod", "devices_per_node": 2, "link": "1gbit",
+          "launcher": "horovodrun"}),
+    Rule(lambda s: s.strategy == "horovod" and s.resolved_launcher == "local",
+         "launcher = 'local' cannot start Horovod (it needs horovodrun's or MPI's "
+         "rendezvous); use launcher = 'horovodrun' or 'mpirun'", False,
+         {"strategy": "horovod", "devices_per_node": 2, "launcher": "local"}),
+    Rule(lambda s: s.resolved_launcher == "horovodrun" and s.strategy != "horovod",
+         "launcher = 'horovodrun' starts Horovod jobs only, not strategy {strategy!r}; use "
+         "local or mpirun", False,
+         {"strategy": "allreduce", "devices_per_node": 2, "launcher": "horovodrun"}),
+    Rule(lambda s: s.resolved_launcher == "slurm" and s.strategy in PS_STRATEGIES,
+         "launcher = 'slurm' runs one program on every task; parameter-server roles need "
+         "the local launcher", True,
+         {"framework": "mxnet", "strategy": "ps-sync", "ps": 1, "nodes": 2,
+          "launcher": "slurm"}),
+    Rule(lambda s: (s.resolved_launcher == "slurm" and s.framework == "tensorflow"
+                    and s.strategy == "allreduce"),
+         "launcher = 'slurm' does not build TF_CONFIG per task yet; use horovod for "
+         "TensorFlow under Slurm", True,
+         {"framework": "tensorflow", "strategy": "allreduce", "nodes": 2,
+          "launcher": "slurm"}),
+    Rule(lambda s: s.resolved_launcher == "mpirun" and s.strategy in PS_STRATEGIES,
+         "launcher = 'mpirun' runs one program on every rank, but a parameter server job "
+         "has scheduler, server and worker roles; use local", False,
+         {"framework": "mxnet", "strategy": "ps-sync", "ps": 1, "devices_per_node": 2,
+          "launcher": "mpirun"}),
+    Rule(lambda s: (s.env == "container"
+                    and s.resolved_launcher not in ("local", "horovodrun", "mpirun")),
+         "env = 'container' runs with the local, horovodrun or mpirun launcher, not "
+         "{resolved!r}: use env = 'venv'", True,
+         {"env": "container", "strategy": "allreduce", "nodes": 2, "launcher": "slurm"}),
+    Rule(lambda s: s.env == "container" and bool(s.link) and s.resolved_launcher != "local",
+         "env = 'container' across emulated hosts starts each process in its own "
+         "container (local launcher); launcher {resolved!r} would need its launch agent "
+         "inside the image: use env = 'venv'", True,
+         {"env": "container", "strategy": "horovod", "nodes": 2, "link": "1gbit"}),
+)
+
+
 def validate(spec: RunSpec) -> None:
     """Raise SpecError for the first field that cannot run (cheap; no framework import)."""
     for f in fields(spec):
@@ -337,37 +440,10 @@ def validate(spec: RunSpec) -> None:
             rate_bits(spec.link)
         except ClusterError as exc:
             raise SpecError(str(exc)) from None
-        if spec.resolved_launcher not in ("local", "mpirun"):
-            raise UnsupportedError(f"link = {spec.link!r} (emulated hosts) runs with the "
-                                   f"local or mpirun launcher, not {spec.resolved_launcher!r}")
     launcher = spec.resolved_launcher
-    if spec.strategy == "horovod" and launcher == "local":
-        raise SpecError("launcher = 'local' cannot start Horovod (it needs horovodrun's or "
-                        "MPI's rendezvous); use launcher = 'horovodrun' or 'mpirun'")
-    if launcher == "horovodrun" and spec.strategy != "horovod":
-        raise SpecError(f"launcher = 'horovodrun' starts Horovod jobs only, not strategy "
-                        f"{spec.strategy!r}; use local or mpirun")
-    if launcher == "slurm":
-        if spec.strategy in PS_STRATEGIES:
-            raise UnsupportedError("launcher = 'slurm' runs one program on every task; "
-                                   "parameter-server roles need the local launcher")
-        if spec.framework == "tensorflow" and spec.strategy == "allreduce":
-            raise UnsupportedError("launcher = 'slurm' does not build TF_CONFIG per task "
-                                   "yet; use horovod for TensorFlow under Slurm")
-        if spec.link:
-            raise SpecError("launcher = 'slurm' places processes on Slurm's nodes; leave "
-                            "link empty")
-    if launcher == "mpirun" and spec.strategy in PS_STRATEGIES:
-        raise SpecError("launcher = 'mpirun' runs one program on every rank, but a parameter "
-                        "server job has scheduler, server and worker roles; use local")
-    if spec.env == "container" and launcher not in ("local", "horovodrun", "mpirun"):
-        raise UnsupportedError(f"env = 'container' runs with the local, horovodrun or mpirun "
-                               f"launcher, not {launcher!r}: use env = 'venv'")
-    if spec.env == "container" and spec.link and launcher != "local":
-        raise UnsupportedError(f"env = 'container' across emulated hosts starts each process "
-                               f"in its own container (local launcher); launcher {launcher!r} "
-                               f"would need its launch agent inside the image: use env = "
-                               f"'venv'")
+    for rule in LAUNCH_RULES:
+        if rule.broken_by(spec):
+            raise (UnsupportedError if rule.unsupported else SpecError)(rule.text(spec))
     if launcher != "slurm" and spec.workers + spec.ps > host_process_limit():
         raise SpecError(f"nodes x devices_per_node + ps = {spec.workers + spec.ps} processes "
                         f"is more than this host runs ({host_process_limit()}: 4 per core); "
@@ -382,6 +458,8 @@ def validate(spec: RunSpec) -> None:
         cost(spec.model, spec.image_size, spec.num_classes)
     except ShapeError as exc:
         raise UnsupportedError(f"image_size = {spec.image_size}: {exc}") from None
+    if launcher != "slurm" and spec.device == "cpu":  # on GPUs the model is in GPU memory
+        _check_host_memory(spec)
 
 
 class Trainer(Protocol):

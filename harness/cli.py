@@ -7,6 +7,7 @@ exit status 2; failed benchmark runs are stored as failed rows, not raised.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -145,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--retry-failed", action="store_true",
                        help="run again configurations stored as failed or timed out")
     p_run.add_argument("--verbose", "-v", action="store_true", help="stream worker output")
+    p_run.add_argument("--ignore-memory-check", action="store_true",
+                       help="run even when the cost model estimates more memory than this "
+                            "host has (the estimate is rough; e.g. for swap or huge pages)")
     g_sl = p_run.add_argument_group("Slurm (with --launcher slurm)")
     g_sl.add_argument("--dry-run", metavar="DIR",
                       help="write each run's sbatch script to DIR and submit nothing")
@@ -442,6 +446,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         if path and Path(path).is_dir():  # say so now, not after hours of measuring
             raise UserError(f"{flag} {path}: is a folder; give a file path, e.g. "
                             f"{Path(path) / ('runs.csv' if flag == '--csv' else 'report.html')}")
+    if args.ignore_memory_check:
+        from frameworks.contract import MEMORY_CHECK_OFF
+
+        os.environ[MEMORY_CHECK_OFF] = "1"  # workers validate their spec too
     overrides = _spec_overrides(args)
     if args.experiment:
         exp = experiment.load(args.experiment, overrides)

@@ -96,8 +96,9 @@ def test_failed_worker_is_stored_and_earlier_results_kept(tmp_path, torch_env):
     common = ["--framework", "torch", "--model", "resnet50", "--steps", "1", "--warmup", "0",
               "--trials", "1", "--db", str(db)]
     assert run_cli("run", *common, "--image-size", "32", "--batch", "2").returncode == 0
-    # the largest batch allowed: 39 GB of input alone, more than the host has
-    r = run_cli("run", *common, "--image-size", "224", "--batch", "65536")
+    # a worker that cannot allocate its model: 200 MB of address space
+    r = run_cli("run", *common, "--image-size", "32", "--batch", "3", "--memory-limit-mb",
+                "200")
     assert r.returncode == 1 and "failed" in r.stdout
     con = sqlite3.connect(db)
     assert sorted(s for (s,) in con.execute("SELECT status FROM runs")) == ["failed", "ok"]
