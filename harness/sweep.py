@@ -114,14 +114,30 @@ def check_images(exp: Experiment, options: ContainerOptions) -> dict[tuple[str, 
     return out
 
 
+#: Fields `describe` always shows in its own words.
+_DESCRIBED = {"framework", "model", "batch_size", "image_size", "mode", "strategy", "nodes",
+              "devices_per_node", "ps", "link", "data", "launcher", "env", "label"}
+
+
 def describe(spec) -> str:
+    """One line per run for progress and logs: the usual fields in words, then every
+    other field of the run's identity that differs from its default (from the field
+    declarations, so two different runs never read the same)."""
+    from dataclasses import fields as dc_fields
+
+    from frameworks.contract import FIELDS
+
+    extra = "".join(f" {f.name}={getattr(spec, f.name)}" for f in dc_fields(spec)
+                    if f.name not in _DESCRIBED and FIELDS[f.name].identity
+                    and getattr(spec, f.name) != f.default
+                    and f.name not in ("steps", "warmup", "trials"))
     return (f"{spec.framework} {spec.model} b{spec.batch_size} {spec.image_size}px "
             f"{spec.mode} {spec.strategy} x{spec.workers}"
             + (f" ps{spec.ps}" if spec.ps else "")
             + (f" on {spec.nodes} hosts @ {spec.link}" if spec.link else "")
             + (f" real data ({spec.data})" if spec.data else "")
             + (f" via {spec.launcher}" if spec.launcher not in ("auto", "local") else "")
-            + (" in containers" if spec.env == "container" else "")
+            + (" in containers" if spec.env == "container" else "") + extra
             + (f" [{spec.label}]" if spec.label else ""))
 
 

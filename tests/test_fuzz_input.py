@@ -133,6 +133,33 @@ def test_command_lines_work_or_fail_in_one_line(tmp_path, command, data):
     _one_line_or_ok(code, err)
 
 
+RUN_FLAGS = sorted({f"--{n.replace('_', '-')}" if not f.flag else f.flag
+                    for n, f in FIELDS.items() if f.type is not bool}
+                   | {"--name", "--partition", "--account", "--sbatch-option", "--slurm-dir"})
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_dry_run_scripts_hold_only_harness_lines(tmp_path, data):
+    """`run --launcher slurm --dry-run` with hostile flag values: exit 2 in one line, or
+    sbatch scripts whose every #SBATCH line is one option the harness wrote."""
+    import shutil
+
+    out = tmp_path / f"scripts-{data.draw(st.integers(0, 10**9))}"
+    argv = ["run", "--framework", "torch", "--model", "alexnet", "--image-size", "64",
+            "--launcher", "slurm", "--dry-run", str(out)]
+    for flag in data.draw(st.lists(st.sampled_from(RUN_FLAGS), max_size=3, unique=True)):
+        argv.append(f"{flag}={data.draw(FLAG_VALUES)}")
+    code, _, err = _cli(*argv)
+    _one_line_or_ok(code, err)
+    for script in out.glob("*.sbatch") if code == 0 else ():
+        lines = script.read_text().splitlines()
+        assert all(SBATCH_LINE.match(ln) for ln in lines if ln.startswith("#SBATCH")), lines
+        assert lines[0] == "#!/bin/bash"
+    shutil.rmtree(out, ignore_errors=True)
+
+
 SBATCH_LINE = re.compile(r"#SBATCH --[a-z-]+=\S+$|#SBATCH -\S*$")
 
 
