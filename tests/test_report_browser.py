@@ -37,7 +37,8 @@ def report_db(tmp_path_factory, torch_env):
     specs = [base, replace(base, mode="breakdown"), replace(base, model="resnet50"),
              replace(base, model="resnet50", mode="breakdown"),
              replace(base, strategy="allreduce", devices_per_node=2),
-             replace(base, model="resnet50", timeout_s=0.5)]  # a failure with a tail
+             # a failure with a tail (another configuration: a result is stored once)
+             replace(base, model="resnet50", batch_size=5, timeout_s=0.5)]
     with Store(db) as store:
         commbench.run("torch-gloo", 2, commbench.parse_sizes("4..4M"), store, iters=3)
         run_experiment(Experiment("browser", "", tuple(Planned(s) for s in specs), "test"),
