@@ -101,10 +101,10 @@ def _add_spec_flags(p: argparse.ArgumentParser) -> None:
                            help=f.help)
             continue
         rule = "" if f.choices or f.type is str else f" ({f.rule()})"
-        # choices are checked by check_field (one line naming the field), not argparse
+        # the declared rule checks the value (one line naming the field and the rule)
         metavar = ("{" + ",".join(f.choices) + "}" if f.choices
                    else {int: "N", float: "X"}.get(f.type, "TEXT"))
-        g.add_argument(_flag(name), dest=name, type=f.type, metavar=metavar,
+        g.add_argument(_flag(name), dest=name, type=_field(name), metavar=metavar,
                        help=f.help + rule)
 
 
