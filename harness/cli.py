@@ -352,6 +352,16 @@ def build_parser() -> argparse.ArgumentParser:
     img_sub.add_parser("base", help="make the local Debian base image (debootstrap + import; "
                                     "what --base-image local uses)")
 
+    p_cmp = sub.add_parser(
+        "compare", help="the same configurations in two results DBs: changed or noise?",
+        description=__import__("harness.compare").compare.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p_cmp.add_argument("a", metavar="A.db", help="baseline results database")
+    p_cmp.add_argument("b", metavar="B.db", help="results database to compare with it")
+    p_cmp.add_argument("--experiment", help="only runs of this experiment (in both)")
+    p_cmp.add_argument("--fail-on-slower", action="store_true",
+                       help="exit 1 if any configuration is slower beyond noise (for CI)")
+
     sub.add_parser("clean", help="remove what dnnbench processes that died left behind",
                    description="Removes containers started by dnnbench processes that no "
                                "longer run (killed, lost session) and their stale emulated-"
@@ -594,6 +604,21 @@ def _reap_containers() -> list[str]:
 
     return [name for engine in container.DAEMON_ENGINES if shutil.which(engine)
             for name in container.reap(engine)]
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from harness import compare
+
+    pairs = compare.compare(args.a, args.b, args.experiment)
+    if not pairs:
+        raise UserError(f"no successful runs to compare in {args.a} or {args.b}"
+                        + (f" for experiment {args.experiment!r}" if args.experiment else ""))
+    print(compare.table(pairs, args.a, args.b))
+    counts = {v: sum(p.verdict == v for p in pairs) for v in
+              ("within noise", "faster", "slower", "no interval (too few samples)", "only in A",
+               "only in B")}
+    print(", ".join(f"{n} {v}" for v, n in counts.items() if n))
+    return 1 if args.fail_on_slower and counts["slower"] else 0
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
@@ -916,7 +941,7 @@ COMMANDS = {"env": cmd_env, "models": cmd_models, "run": cmd_run, "report": cmd_
             "results": cmd_results, "predict": cmd_predict, "ps-placement": cmd_ps_placement,
             "paper": cmd_paper, "commbench": cmd_commbench, "plan": cmd_plan,
             "verify": cmd_verify, "data": cmd_data, "cluster": cmd_cluster,
-            "image": cmd_image, "clean": cmd_clean}
+            "image": cmd_image, "clean": cmd_clean, "compare": cmd_compare}
 
 
 def _one_line(text: str) -> str:
@@ -932,6 +957,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from frameworks.contract import SpecError
     from frameworks.datasets import DatasetError
     from harness.commbench import CommbenchError
+    from harness.compare import CompareError
     from harness.envs import EnvError
     from harness.experiment import ExperimentError
     from harness.perfmodel import ModelInputError
@@ -949,7 +975,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
     return (UserError, SpecError, ExperimentError, EnvError, ShapeError, UnknownModelError,
             DatasetError, StoreError, NoMeasurement, ModelInputError, TraceError,
-            CommbenchError, VerifyError, ContainerError, ClusterError, SlurmError,
+            CommbenchError, CompareError, VerifyError, ContainerError, ClusterError, SlurmError,
             HorovodNotFound, MpiNotFound)
 
 

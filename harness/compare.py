@@ -1,0 +1,105 @@
+"""`dnnbench compare A.db B.db`: the same configurations in two results databases, side by
+side: two machines, two framework versions, before and after a change.
+
+Configurations are matched by their identity (config_hash: every measured field of the
+RunSpec, not the label or limits); where a database holds several ok runs of one
+configuration (several experiments), the newest counts. A difference is called a change
+only when the two runs' 95% intervals of images/s do not overlap; otherwise it is within
+noise. (Those intervals describe each run's own trials: runs taken minutes apart on a
+shared machine drift more than that, so a change on a noisy machine deserves a repeat.)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.store import Store
+
+
+class CompareError(ValueError):
+    """A database cannot be compared; the message names it."""
+
+
+@dataclass(frozen=True)
+class Pair:
+    config_hash: str
+    description: str
+    a: dict | None  # the run row in A (None: not measured there)
+    b: dict | None
+
+    @property
+    def ratio(self) -> float | None:
+        """B's images/s over A's."""
+        if not self.a or not self.b or not self.a["images_per_s"]:
+            return None
+        return self.b["images_per_s"] / self.a["images_per_s"]
+
+    @property
+    def verdict(self) -> str:
+        if self.a is None:
+            return "only in B"
+        if self.b is None:
+            return "only in A"
+        if None in (self.a.get("images_per_s_low"), self.b.get("images_per_s_low")):
+            return "no interval (too few samples)"
+        lo_a, hi_a = _interval(self.a)
+        lo_b, hi_b = _interval(self.b)
+        if hi_b < lo_a:
+            return "slower"
+        if lo_b > hi_a:
+            return "faster"
+        return "within noise"
+
+
+def _interval(row: dict) -> tuple[float, float]:
+    v = row["images_per_s"]
+    return (row.get("images_per_s_low") or v, row.get("images_per_s_high") or v)
+
+
+def _newest_ok(path: str, experiment: str | None) -> dict[str, dict]:
+    if not Path(path).is_file():
+        raise CompareError(f"results database {path} does not exist")
+    where, params = "WHERE status = 'ok' AND images_per_s IS NOT NULL", []
+    if experiment:
+        where += " AND experiment = ?"
+        params.append(experiment)
+    with Store(path) as store:
+        rows = store.runs(where, params)  # oldest first: the newest wins below
+    return {r["config_hash"]: r for r in rows}
+
+
+def compare(a_path: str, b_path: str, experiment: str | None = None) -> list[Pair]:
+    from frameworks.contract import RunSpec
+    from harness.sweep import describe
+
+    a, b = _newest_ok(a_path, experiment), _newest_ok(b_path, experiment)
+    pairs = []
+    for key in sorted(set(a) | set(b)):
+        row = a.get(key) or b[key]
+        try:
+            text = describe(RunSpec.from_json(row["spec_json"]))
+        except (TypeError, ValueError, KeyError):  # a row written by another version
+            spec = json.loads(row["spec_json"] or "{}")
+            text = f"{spec.get('framework', '?')} {spec.get('model', '?')} ({key})"
+        pairs.append(Pair(key, text, a.get(key), b.get(key)))
+    return sorted(pairs, key=lambda p: p.description)
+
+
+def table(pairs: list[Pair], a_name: str, b_name: str) -> str:
+    def cell(row: dict | None) -> str:
+        if row is None:
+            return "-"
+        lo, hi = _interval(row)
+        return f"{row['images_per_s']:.1f} [{lo:.1f}, {hi:.1f}]"
+
+    width = max([len(p.description) for p in pairs] + [13])
+    lines = [f"A = {a_name}", f"B = {b_name}",
+             f"{'configuration':<{width}}  {'A images/s [95%]':>24}  {'B images/s [95%]':>24}  "
+             f"{'B vs A':>7}  verdict"]
+    for p in pairs:
+        change = f"{p.ratio - 1:+.1%}" if p.ratio is not None else "-"
+        lines.append(f"{p.description:<{width}}  {cell(p.a):>24}  {cell(p.b):>24}  "
+                     f"{change:>7}  {p.verdict}")
+    return "\n".join(lines)
