@@ -73,6 +73,9 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
     ("tree_rss_peak_mb", "REAL", "MiB", "largest sampled resident memory of one worker's "
      "whole process tree (worker + loader processes) while measuring: an upper bound, "
      "since pages a forked loader shares with its worker count in both"),
+    ("tree_pss_peak_mb", "REAL", "MiB", "largest sampled proportional set size of one "
+     "worker's whole process tree while measuring: each shared page divided among the "
+     "processes sharing it, so the tree's real footprint (sampled every few seconds)"),
     ("cpu_cores_per_worker", "REAL", "cores", "mean CPU use of one worker's process tree "
      "while measuring (sampled from /proc)"),
     ("gpu_util_pct", "REAL", "%", "mean GPU utilisation while measuring (NVML)"),

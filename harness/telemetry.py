@@ -30,7 +30,8 @@ class Sample:
     tag: str  # process tag ("worker0", "server1") or GPU ("gpu0")
     t: float  # seconds since the sampler started
     cpu_cores: float | None = None  # CPU time / wall time over the last interval
-    rss_bytes: int | None = None  # resident memory of the process tree
+    rss_bytes: int | None = None  # resident memory of the process tree (shared pages twice)
+    pss_bytes: int | None = None  # proportional set size of the tree (at full scans only)
     gpu_util: float | None = None  # percent
     gpu_mem_bytes: int | None = None
     gpu_power_w: float | None = None
@@ -64,9 +65,12 @@ class Telemetry:
                  max(1, sum(s.cpu_cores is not None for s in v)) for v in workers.values()]
         rss = [s.rss_bytes / per for v in workers.values() for s in v
                if s.rss_bytes is not None]
+        pss = [s.pss_bytes / per for v in workers.values() for s in v
+               if s.pss_bytes is not None]
         out: dict[str, float | None] = {
             "cpu_cores_per_worker": sum(means) / len(means) if means else None,
-            "tree_rss_peak_mb": max(rss) / 2**20 if rss else None}
+            "tree_rss_peak_mb": max(rss) / 2**20 if rss else None,
+            "tree_pss_peak_mb": max(pss) / 2**20 if pss else None}
         gpus = [s for v in self._window("gpu").values() for s in v]
         if gpus:
             out["gpu_util_pct"] = sum(s.gpu_util or 0 for s in gpus) / len(gpus)
@@ -87,6 +91,20 @@ def _read(pids) -> dict[int, tuple[int, int, str, int, int]]:
 
 def _read_all() -> dict[int, tuple[int, int, str, int, int]]:
     return _read(all_pids())
+
+
+def pss_bytes(pid: int) -> int | None:
+    """Proportional set size: each resident page divided by the number of processes
+    mapping it, so a tree's sum counts a page its forked loaders share with the worker
+    once. The kernel walks the page tables for it, so it is read at full scans only."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 class _Nvml:
@@ -167,8 +185,9 @@ class Sampler:
         t = now - self._t0
         # full scans at every tick while processes are still being started (the first
         # RESCAN_S), then every RESCAN_S
-        if (t < RESCAN_S or now - self._scanned >= RESCAN_S
-                or any(r not in self._members for r in self.roots.values())):
+        full = (t < RESCAN_S or now - self._scanned >= RESCAN_S
+                or any(r not in self._members for r in self.roots.values()))
+        if full:
             procs = _read_all()
             rows = [(pid, v[0], v[1], v[2]) for pid, v in procs.items()]
             self._members = {root: [root, *tree(root, rows)] for root in self.roots.values()
@@ -183,16 +202,21 @@ class Sampler:
             cores = 0.0
             have_rate = False
             rss = 0
+            pss: int | None = 0 if full else None
             for pid in members:
                 info = procs.get(pid)
                 if info is None:
                     continue
                 rss += info[4] * PAGE
+                if pss is not None:
+                    one = pss_bytes(pid)
+                    pss = None if one is None else pss + one
                 prev = self._prev.get(pid)
                 if prev is not None and now > prev[0]:
                     cores += (info[3] - prev[1]) / TICK / (now - prev[0])
                     have_rate = True
                 self._prev[pid] = (now, info[3])
-            self.data.samples.append(Sample(tag, t, cores if have_rate else None, rss))
+            self.data.samples.append(Sample(tag, t, cores if have_rate else None, rss,
+                                            pss_bytes=pss))
         if self._nvml is not None and self._nvml.handles:
             self.data.samples.extend(self._nvml.sample(t))

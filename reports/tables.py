@@ -223,12 +223,15 @@ def resources(ok: list[dict]) -> Table:
         Column("framework", "framework", digits=0), Column("model", "model", digits=0),
         Column("config", "config", digits=0), Column("mode", "mode", digits=0),
         Column("strategy", "strategy", digits=0), Column("workers", "workers"),
-        Column("peak_rss_mb", "peak RSS", "MiB"), Column("tree_rss_mb", "with loaders", "MiB"),
+        Column("peak_rss_mb", "peak RSS", "MiB"), Column("tree_pss_mb", "with loaders", "MiB"),
         Column("cores", "CPU per worker", "cores"), Column("gpu_util", "GPU util", "%"),
         Column("gpu_mem_mb", "GPU memory", "MiB"), Column("gpu_power", "GPU power", "W")],
         note="Peak RSS: the kernel's high-water mark of one worker process (the largest over "
-             "workers). With loaders: the worker's whole process tree sampled while measuring, "
-             "an upper bound (pages shared with forked loader processes count in each). CPU: "
+             "workers; exact). With loaders: the largest proportional set size (PSS) of the "
+             "worker's whole process tree sampled while measuring (each page shared with "
+             "forked loader processes counted once; sampled every few seconds, so a lower "
+             "bound of the true peak); runs stored before PSS was sampled show the tree's RSS "
+             "there, an upper bound (shared pages counted in each process). CPU: "
              "mean cores busy per worker tree. GPU columns come from NVML on GPU hosts.")
     for r in ok:
         if r.get("peak_rss_mb") is None and r.get("cpu_cores_per_worker") is None:
@@ -236,7 +239,9 @@ def resources(ok: list[dict]) -> Table:
         t.rows.append({"framework": display(r["framework"]), "model": r["model"],
                        "config": config(r), "mode": r["mode"], "strategy": r["strategy"],
                        "workers": r["workers"], "peak_rss_mb": r.get("peak_rss_mb"),
-                       "tree_rss_mb": r.get("tree_rss_peak_mb"),
+                       "tree_pss_mb": (r.get("tree_pss_peak_mb")
+                                       if r.get("tree_pss_peak_mb") is not None
+                                       else r.get("tree_rss_peak_mb")),
                        "cores": r.get("cpu_cores_per_worker"),
                        "gpu_util": r.get("gpu_util_pct"), "gpu_mem_mb": r.get("gpu_mem_peak_mb"),
                        "gpu_power": r.get("gpu_power_w")})

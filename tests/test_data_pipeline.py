@@ -4,7 +4,9 @@ loader on real JPEG files, loader mode, t_io, and the harness's resource telemet
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -237,3 +239,26 @@ def test_sampler_measures_a_real_process():
     assert 0.5 < summary["cpu_cores_per_worker"] < 1.3
     assert 190 < summary["tree_rss_peak_mb"] < 400
     assert all(s.tag == "worker0" for s in data.samples) and len(data.samples) >= 8
+
+
+def test_tree_memory_counts_pages_shared_with_forked_children_once():
+    """A worker that touched 200 MB and forked two loader-like children (copy-on-write:
+    the pages stay shared): RSS summed over the tree counts them three times, PSS once."""
+    from harness.telemetry import Sampler
+
+    code = ("import os, time\nb = bytearray(200 * 2**20)\n"
+            "for _ in range(2):\n    if os.fork() == 0:\n        time.sleep(4); os._exit(0)\n"
+            "time.sleep(4)")
+    parent = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    sampler = Sampler(interval_s=0.2, gpu=False)
+    sampler.add("worker0", parent.pid)
+    sampler.start()
+    time.sleep(1.0)
+    sampler.measuring()
+    time.sleep(1.5)
+    data = sampler.stop()
+    os.killpg(parent.pid, signal.SIGKILL)  # the parent and its two children
+    parent.wait()
+    summary = data.summary()
+    assert summary["tree_rss_peak_mb"] > 3 * 190, summary
+    assert 190 < summary["tree_pss_peak_mb"] < 300, summary
