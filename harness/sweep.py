@@ -19,7 +19,7 @@ import frameworks
 import runners
 from frameworks import events
 from frameworks.plan import PlanContext, plan
-from harness import collect, envs
+from harness import collect, envs, noise
 from harness.collect import SETTLING_WARN
 from harness.experiment import Experiment
 from harness.manifest import host_manifest
@@ -225,6 +225,7 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
                   f"stored{hint}, {len(todo)} to go")
     source_root = worker_source_root()
     host = host_manifest()
+    meter = noise.Meter()
     made_cluster = used_cluster = False
     try:
         for i, planned in enumerate(todo, start=1):
@@ -276,6 +277,7 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
                     if ev:
                         prog.trial(ev["trial"] + 1, spec.trials)
 
+            before = meter.measure()  # the machine as the run starts (harness/noise.py)
             if sampler is not None:
                 sampler.start()
             try:
@@ -304,6 +306,7 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
                               for ns in cluster.hosts}}}
             rec = collect.record(spec, exp.name, run_id, job, run_host, telemetry)
             row = rec.row
+            row.update(meter.columns(before, meter.measure(), spec, row.get("images_per_s")))
             if not store.add(rec):
                 summary.reused += 1
                 prog.end(f"not stored: another sweep on this database stored this "
@@ -313,6 +316,9 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
                 summary.ok += 1
                 prog.end(f"{row['images_per_s']:.1f} images/s, t_iter "
                          f"{row['t_iter_s'] * 1e3:.1f} ms (jitter {row['jitter'] * 100:.1f}%)"
+                         + (f", MFU {row['mfu']:.0%}" if row.get("mfu") else "")
+                         + (f"; machine disturbed: probe at {row['noise_ratio']:.0%} of the "
+                            "sweep's best" if row["noise_ratio"] < noise.DISTURBED else "")
                          + (f"; still settling: first trial {row['settling']:+.0%} vs the rest"
                             if (row.get("settling") or 0) > SETTLING_WARN else ""))
             else:

@@ -14,6 +14,7 @@ from typing import Any
 
 from frameworks.contract import PS_STRATEGIES, SUPPORT
 from harness.commbench import fit as comm_fit
+from harness.noise import DISTURBED
 from harness.perfmodel import validate
 from harness.perfmodel.placement import place
 from harness.store import PHASE_COLUMNS, Store
@@ -118,19 +119,29 @@ def shootout(ok: list[dict]) -> Table:
         Column("config", "config", digits=0), Column("images_per_s", "throughput", "images/s"),
         Column("low", "95% low", "images/s"), Column("high", "95% high", "images/s"),
         Column("t_iter_ms", "t_iter", "ms"), Column("jitter_pct", "jitter", "%", 2),
-        Column("settling_pct", "settling", "%", 2)],
+        Column("settling_pct", "settling", "%", 2), Column("mfu_pct", "MFU", "%", 1),
+        Column("noise_pct", "machine", "%", 0)],
         note="No interval ('-'): an asynchronous engine (MXNet, or any GPU queue) returns "
              "before the device finishes, so the spread comes from the trials, and fewer "
              "than 6 trials give no distribution-free interval. Settling: first trial over "
-             "the rest.")
+             "the rest. MFU: training FLOPs per image (cost model: 3 x forward, 2 FLOPs per "
+             "MAC) x images/s over the machine's fp32 GEMM peak measured by the noise meter "
+             "around the run. Machine: the noise meter's worse probe around the run against "
+             "the sweep's best; below 85% the run was taken while something else used the "
+             "machine, and its config says 'machine disturbed': measure it again.")
     for r in ok:
         if r["mode"] == "throughput" and r["workers"] == 1 and synthetic(r):
+            ratio = r.get("noise_ratio")
             t.rows.append({"framework": display(r["framework"]), "model": r["model"],
-                           "config": config(r), "images_per_s": r["images_per_s"],
+                           "config": config(r) + (" (machine disturbed)" if ratio is not None
+                                                  and ratio < DISTURBED else ""),
+                           "images_per_s": r["images_per_s"],
                            "low": r["images_per_s_low"], "high": r["images_per_s_high"],
                            "t_iter_ms": r["t_iter_s"] * 1e3,
                            "jitter_pct": (r["jitter"] or 0) * 100,
                            "settling_pct": None if r["settling"] is None else r["settling"] * 100,
+                           "mfu_pct": None if r.get("mfu") is None else r["mfu"] * 100,
+                           "noise_pct": None if ratio is None else ratio * 100,
                            "_row": r})
     return t
 

@@ -1,0 +1,90 @@
+"""A noise meter: a short, fixed machine probe run by the harness between runs (NumPy, no
+framework). A dense fp32 matrix multiply (the machine's compute peak as the harness sees
+it: every core) and a large memory copy (its memory bandwidth), each for a fixed time.
+
+Every run stores the probe taken before and after it: their larger GEMM figure is the
+machine's measured peak for the run's model FLOPs utilisation (`mfu`); the smaller one
+against the best probe of the sweep so far is `noise_ratio`: a run whose ratio is below
+DISTURBED was measured while something else took the machine, and the report says so.
+On GPU hosts and under Slurm the probe does not see the device the run used, so no MFU
+is computed there.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+#: A run whose probe fell below this fraction of the sweep's best was disturbed.
+DISTURBED = 0.85
+GEMM_N = 1024  # 2 GFLOP per product: ~10 ms at ~200 GFLOP/s, enough products per probe
+COPY_BYTES = 64 * 2**20  # well beyond the last-level cache
+
+
+@dataclass(frozen=True)
+class Probe:
+    gemm_gflops: float  # fp32 dense matmul, all cores
+    copy_gbs: float  # memory copy, bytes read + written per second / 1e9
+
+
+def probe(seconds: float = 0.25) -> Probe:
+    """Half the time multiplying, half copying; the best of short repeats, so a probe
+    reports what the machine can do now, not its average over a hiccup."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((GEMM_N, GEMM_N), dtype=np.float32)
+    b = rng.standard_normal((GEMM_N, GEMM_N), dtype=np.float32)
+    out = np.empty_like(a)
+    np.matmul(a, b, out=out)  # warm: threads up, pages touched
+    best_gemm = _best(lambda: np.matmul(a, b, out=out), seconds / 2)
+    src = np.ones(COPY_BYTES // 4, dtype=np.float32)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)
+    best_copy = _best(lambda: np.copyto(dst, src), seconds / 2)
+    return Probe(2 * GEMM_N ** 3 / best_gemm / 1e9, 2 * COPY_BYTES / best_copy / 1e9)
+
+
+def _best(fn, seconds: float) -> float:
+    """Shortest time of one call, calling for about `seconds` (at least 3 times)."""
+    best, calls = float("inf"), 0
+    end = time.perf_counter() + seconds
+    while calls < 3 or time.perf_counter() < end:
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+        calls += 1
+    return best
+
+
+class Meter:
+    """The probes of one sweep: `around(before, after)` gives a run's columns."""
+
+    def __init__(self) -> None:
+        self.best = 0.0
+
+    def measure(self) -> Probe:
+        p = probe()
+        self.best = max(self.best, p.gemm_gflops)
+        return p
+
+    def columns(self, before: Probe, after: Probe, spec, images_per_s: float | None
+                ) -> dict[str, float | None]:
+        peak = max(before.gemm_gflops, after.gemm_gflops)
+        out: dict[str, float | None] = {
+            "machine_gflops": peak,
+            "machine_copy_gbs": max(before.copy_gbs, after.copy_gbs),
+            "noise_ratio": min(before.gemm_gflops, after.gemm_gflops) / self.best,
+            "mfu": None}
+        if images_per_s and spec.device == "cpu" and spec.resolved_launcher != "slurm":
+            out["mfu"] = train_flops_per_image(spec) * images_per_s / (peak * 1e9)
+        return out
+
+
+def train_flops_per_image(spec) -> float:
+    """Forward + backward FLOPs of one image from the cost model: 2 FLOPs per MAC, and a
+    training step costs about 3 forward passes (the backward pass computes gradients of
+    activations and of weights, each about one forward)."""
+    from models.cost import cost
+
+    return 3 * 2 * cost(spec.model, spec.image_size, spec.num_classes).macs

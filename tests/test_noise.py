@@ -1,0 +1,70 @@
+"""The noise meter: a fixed probe the harness runs around every run. It must see a busy
+machine as busy, and give every run its model FLOPs utilisation against the measured
+peak."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from frameworks.contract import RunSpec
+from harness import noise
+
+
+def test_probe_sees_the_machine_and_a_hog_disturbs_it():
+    """One CPU hog per core, for a fixed window: the probe's GEMM falls well below the
+    quiet machine's, so a run taken then would be flagged."""
+    meter = noise.Meter()
+    quiet = max(meter.measure().gemm_gflops for _ in range(3))
+    assert quiet > 1.0  # GFLOP/s: any machine this runs on does more
+    hogs = [subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\n"
+                              "while time.time() - t < 20: pass"], start_new_session=True)
+            for _ in range(os.cpu_count() or 1)]
+    try:
+        time.sleep(0.5)
+        busy = meter.measure()
+    finally:
+        for h in hogs:
+            os.killpg(h.pid, signal.SIGKILL)
+            h.wait()
+    cols = meter.columns(busy, busy, RunSpec("torch", "resnet50", image_size=64), None)
+    assert cols["noise_ratio"] < noise.DISTURBED, (quiet, busy)
+    assert cols["mfu"] is None  # no throughput, no utilisation
+
+
+def test_mfu_is_model_flops_over_the_measured_peak():
+    spec = RunSpec("torch", "resnet50", image_size=64)
+    flops = noise.train_flops_per_image(spec)
+    # ResNet-50 at 64 px: 4.089 GMACs x (64/224)^2 forward, x2 FLOPs, x3 for training
+    assert abs(flops / (6 * 4.089e9 * (64 / 224) ** 2) - 1) < 0.02
+    meter = noise.Meter()
+    p = noise.Probe(gemm_gflops=200.0, copy_gbs=10.0)
+    meter.best = 200.0
+    cols = meter.columns(p, p, spec, images_per_s=40.0)
+    assert abs(cols["mfu"] - flops * 40 / 200e9) < 1e-12 and cols["noise_ratio"] == 1.0
+    gpu = meter.columns(p, p, RunSpec("torch", "resnet50", device="cuda"), 40.0)
+    assert gpu["mfu"] is None  # the probe does not see the GPU
+
+
+def test_every_run_stores_its_probes_and_mfu(torch_env, tmp_path):
+    import sqlite3
+
+    from tests.conftest import run_cli
+
+    db = tmp_path / "n.db"
+    r = run_cli("run", "--framework", "torch", "--model", "resnet50", "--image-size", "32",
+                "--batch", "4", "--steps", "4", "--warmup", "1", "--trials", "2", "--db",
+                str(db))
+    assert r.returncode == 0, r.stdout + r.stderr
+    row = sqlite3.connect(db).execute(
+        "SELECT machine_gflops, machine_copy_gbs, noise_ratio, mfu, images_per_s "
+        "FROM runs").fetchone()
+    gflops, copy_gbs, ratio, mfu, ips = row
+    assert gflops > 1 and copy_gbs > 0.1 and 0 < ratio <= 1.0
+    spec = RunSpec("torch", "resnet50", image_size=32, batch_size=4)
+    assert abs(mfu - noise.train_flops_per_image(spec) * ips / (gflops * 1e9)) < 1e-9
+    assert 0 < mfu < 1, mfu  # a framework cannot beat the machine's own GEMM
+    assert "MFU" in r.stdout
