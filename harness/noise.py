@@ -7,7 +7,10 @@ machine's measured peak for the run's model FLOPs utilisation (`mfu`); the small
 against the best probe of the sweep so far is `noise_ratio`: a run whose ratio is below
 DISTURBED was measured while something else took the machine, and the report says so.
 On GPU hosts and under Slurm the probe does not see the device the run used, so no MFU
-is computed there.
+is computed there. The peak is NumPy's BLAS as this host runs it: where the environment
+pins an older kernel (OPENBLAS_CORETYPE, set on some machines because old OpenBLAS builds
+fail on their CPUs) it is below the hardware's peak and a framework's own GEMM can beat it,
+so MFU there reads high; it is left as the host runs it, never changed by dnnbench.
 """
 
 from __future__ import annotations
