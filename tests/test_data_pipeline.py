@@ -220,21 +220,28 @@ def test_two_workers_read_disjoint_shards_in_ddp(torch_env, dataset, tmp_path):
     assert row["corrupt_skipped"] == 2 and row["replicas_identical"] == 1
 
 
-def test_sampler_measures_a_real_process():
-    """A child that keeps one core busy and holds 200 MB: the sampler must see both."""
+def _sampled(code: str, measure_s: float):
+    """Telemetry of `python -c code` (its whole process group killed after): 1 s of
+    start-up, then `measure_s` seconds measured, sampled every 0.2 s."""
     from harness.telemetry import Sampler
 
-    code = "import time\nb = bytearray(200 * 2**20)\nt = time.time()\nwhile time.time() - t < 4: pass"
-    child = subprocess.Popen([sys.executable, "-c", code])
+    child = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
     sampler = Sampler(interval_s=0.2, gpu=False)
     sampler.add("worker0", child.pid)
     sampler.start()
     time.sleep(1.0)
     sampler.measuring()
-    time.sleep(2.0)
+    time.sleep(measure_s)
     data = sampler.stop()
-    child.kill()
+    os.killpg(child.pid, signal.SIGKILL)  # the child and anything it forked
     child.wait()
+    return data
+
+
+def test_sampler_measures_a_real_process():
+    """A child that keeps one core busy and holds 200 MB: the sampler must see both."""
+    code = "import time\nb = bytearray(200 * 2**20)\nt = time.time()\nwhile time.time() - t < 4: pass"
+    data = _sampled(code, 2.0)
     summary = data.summary()
     assert 0.5 < summary["cpu_cores_per_worker"] < 1.3
     assert 190 < summary["tree_rss_peak_mb"] < 400
@@ -244,21 +251,9 @@ def test_sampler_measures_a_real_process():
 def test_tree_memory_counts_pages_shared_with_forked_children_once():
     """A worker that touched 200 MB and forked two loader-like children (copy-on-write:
     the pages stay shared): RSS summed over the tree counts them three times, PSS once."""
-    from harness.telemetry import Sampler
-
     code = ("import os, time\nb = bytearray(200 * 2**20)\n"
             "for _ in range(2):\n    if os.fork() == 0:\n        time.sleep(4); os._exit(0)\n"
             "time.sleep(4)")
-    parent = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
-    sampler = Sampler(interval_s=0.2, gpu=False)
-    sampler.add("worker0", parent.pid)
-    sampler.start()
-    time.sleep(1.0)
-    sampler.measuring()
-    time.sleep(1.5)
-    data = sampler.stop()
-    os.killpg(parent.pid, signal.SIGKILL)  # the parent and its two children
-    parent.wait()
-    summary = data.summary()
+    summary = _sampled(code, 1.5).summary()
     assert summary["tree_rss_peak_mb"] > 3 * 190, summary
     assert 190 < summary["tree_pss_peak_mb"] < 300, summary
