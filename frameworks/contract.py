@@ -448,6 +448,11 @@ def validate(spec: RunSpec) -> None:
         raise SpecError(f"nodes x devices_per_node + ps = {spec.workers + spec.ps} processes "
                         f"is more than this host runs ({host_process_limit()}: 4 per core); "
                         "use fewer, or launcher = 'slurm' for a real cluster")
+    loaders = spec.workers * spec.loader_workers if spec.data else 0
+    if launcher != "slurm" and loaders > 4 * host_process_limit():
+        raise SpecError(f"loader_workers = {spec.loader_workers} for each of {spec.workers} "
+                        f"workers is {loaders} loader processes, more than this host runs "
+                        f"({4 * host_process_limit()}); use fewer loader workers")
     if spec.strategy in PS_STRATEGIES and spec.ps < 1:
         raise SpecError(f"strategy {spec.strategy!r} needs ps >= 1 parameter servers")
     if spec.strategy not in PS_STRATEGIES and spec.ps:

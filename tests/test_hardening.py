@@ -77,6 +77,10 @@ def test_too_many_processes_for_this_host():
     with pytest.raises(SpecError, match="more than this host runs"):
         validate(spec)
     validate(replace(spec, launcher="slurm", devices_per_node=1, nodes=200))  # a cluster
+    loaders = replace(spec, devices_per_node=4, data="/tmp", loader_workers=256)
+    with pytest.raises(SpecError, match="loader processes"):
+        validate(loaders)
+    validate(replace(loaders, data=""))  # synthetic data forks no loaders
 
 
 @pytest.mark.parametrize("name", ["x\ntouch PWNED\n#", "../up", "a/b", "-x", ".hidden", "",
