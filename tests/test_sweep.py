@@ -39,8 +39,11 @@ def start_sweep_and_wait_mid_run(exp: Path, db: Path, marker: str) -> subprocess
     """Start `dnnbench run -e exp` and return once one run is stored and the next one's
     workers are running (the moment to interrupt it)."""
     exe = Path(sys.executable).parent / "dnnbench"
+    # as a terminal would start it: a test suite started in the background of a
+    # non-interactive shell (`cmd &`) inherits SIGINT ignored, and Python keeps it so
     proc = subprocess.Popen([str(exe), "run", "-e", str(exp), "--db", str(db)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
         time.sleep(0.2)
