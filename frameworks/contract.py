@@ -206,6 +206,30 @@ class Field:
         hi = "" if self.high is None else f"<= {_num(self.high)}"
         return f"{kind} {' and '.join(x for x in (lo, hi) if x)}".strip()
 
+    def check(self, name: str, value: Any) -> Any:
+        """`value` as this field holds it, or SpecError naming `name`, the value and the
+        rule."""
+        import math
+
+        if self.type is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, self.type) or (self.type is not bool
+                                                and isinstance(value, bool)):
+            raise SpecError(f"{name} = {value!r} must be {self.rule()}")
+        if self.choices and value not in self.choices:
+            raise SpecError(f"{name} = {value!r} is not {self.rule()}")
+        if self.type is str and not self.choices and any(ord(c) < 32 or ord(c) == 127
+                                                         for c in value):
+            raise SpecError(f"{name} = {value!r} contains a control character; use plain "
+                            "text")
+        if self.type in (int, float):
+            low_bad = self.low is not None and (value <= self.low if self.low_open
+                                                else value < self.low)
+            if not math.isfinite(value) or low_bad or (self.high is not None
+                                                       and value > self.high):
+                raise SpecError(f"{name} = {value!r} must be {self.rule()}")
+        return value
+
 
 def _num(x: float) -> str:
     return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
@@ -265,24 +289,7 @@ LATER_FIELDS: dict[str, Any] = {
 def check_field(name: str, value: Any) -> Any:
     """`value` as field `name` holds it (an int where a float is declared becomes one),
     or SpecError naming the field, the value and the allowed values."""
-    f = FIELDS[name]
-    if f.type is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if not isinstance(value, f.type) or (f.type is not bool and isinstance(value, bool)):
-        raise SpecError(f"{name} = {value!r} must be {f.rule()}")
-    if f.choices and value not in f.choices:
-        raise SpecError(f"{name} = {value!r} is not {f.rule()}")
-    if f.type is str and not f.choices and any(ord(c) < 32 or ord(c) == 127 for c in value):
-        raise SpecError(f"{name} = {value!r} contains a control character; use plain text")
-    if f.type in (int, float):
-        import math
-
-        bad = (not math.isfinite(value)
-               or (f.low is not None and (value <= f.low if f.low_open else value < f.low))
-               or (f.high is not None and value > f.high))
-        if bad:
-            raise SpecError(f"{name} = {value!r} must be {f.rule()}")
-    return value
+    return FIELDS[name].check(name, value)
 
 
 def worker_threads(spec: RunSpec) -> int:

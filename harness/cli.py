@@ -12,6 +12,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness.cli_input import (
+    MAX_SERVERS,
+    Parser,
+    UserError,
+    field_type,
+    number,
+    one_line,
+    user_errors,
+)
+
 DEFAULT_DB = "results/dnnbench.db"
 
 EPILOG = """examples:
@@ -21,65 +31,6 @@ EPILOG = """examples:
   dnnbench run --experiment experiments/default.toml --report results/report.html
   dnnbench report --db results/dnnbench.db -o results/report.html
 """
-
-
-class UserError(Exception):
-    """Shown as one line; the process exits 2."""
-
-
-#: The most parameter servers any command plans for (a typo like 1..5000000 would
-#: otherwise place tensors for minutes).
-MAX_SERVERS = 4096
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse, but a bad flag is one line (what, the value, where help is), exit 2, like
-    every other user error; subcommands inherit it."""
-
-    def error(self, message: str):  # type: ignore[override]
-        print(f"dnnbench: error: {self.prog.removeprefix('dnnbench ')}: {_one_line(message)} "
-              f"(see {self.prog} --help)", file=sys.stderr)
-        sys.exit(2)
-
-
-def _num(kind: type, low: float | None = None, high: float | None = None,
-         low_open: bool = False):
-    """An argparse type: a finite `kind` within [low, high] (or (low, high])."""
-    import math
-
-    from frameworks.contract import Field
-
-    rule = Field(kind, "", low=low, high=high, low_open=low_open).rule()
-
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {rule}") from None
-        if (not math.isfinite(value) or (low is not None and (value <= low if low_open
-                                                               else value < low))
-                or (high is not None and value > high)):
-            raise argparse.ArgumentTypeError(f"{text} is not {rule}")
-        return value
-
-    return parse
-
-
-def _field(name: str):
-    """An argparse type that applies a RunSpec field's declared rule."""
-    from frameworks.contract import FIELDS, SpecError, check_field
-
-    kind = FIELDS[name].type
-
-    def parse(text: str):
-        try:
-            return check_field(name, kind(text))
-        except (ValueError, SpecError) as exc:
-            raise argparse.ArgumentTypeError(
-                str(exc) if isinstance(exc, SpecError)
-                else f"{text!r} is not {FIELDS[name].rule()}") from None
-
-    return parse
 
 
 def _flag(name: str) -> str:
@@ -104,7 +55,7 @@ def _add_spec_flags(p: argparse.ArgumentParser) -> None:
         # the declared rule checks the value (one line naming the field and the rule)
         metavar = ("{" + ",".join(f.choices) + "}" if f.choices
                    else {int: "N", float: "X"}.get(f.type, "TEXT"))
-        g.add_argument(_flag(name), dest=name, type=_field(name), metavar=metavar,
+        g.add_argument(_flag(name), dest=name, type=field_type(name), metavar=metavar,
                        help=f.help + rule)
 
 
@@ -129,8 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_path.add_argument("--variant", choices=["cpu", "cuda"], default="cpu")
 
     p_models = sub.add_parser("models", help="cost-model summary of every network")
-    p_models.add_argument("--image-size", type=_field("image_size"), default=224)
-    p_models.add_argument("--classes", type=_field("num_classes"), default=1000)
+    p_models.add_argument("--image-size", type=field_type("image_size"), default=224)
+    p_models.add_argument("--classes", type=field_type("num_classes"), default=1000)
     p_models.add_argument("--layers", metavar="MODEL", help="per-layer table of one network")
 
     p_run = sub.add_parser(
@@ -154,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="write each run's sbatch script to DIR and submit nothing")
     g_sl.add_argument("--partition", help="#SBATCH --partition")
     g_sl.add_argument("--account", help="#SBATCH --account")
-    g_sl.add_argument("--gpus-per-node", type=_num(int, 0, 64), default=0,
+    g_sl.add_argument("--gpus-per-node", type=number(int, 0, 64), default=0,
                       help="#SBATCH --gpus-per-node")
     g_sl.add_argument("--sbatch-option", action="append", default=[], metavar="OPT",
                       help="extra #SBATCH line, e.g. --qos=debug (repeatable)")
@@ -167,7 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     g_ct.add_argument("--container-image", default="",
                       help="run this image instead of the framework's own (a tag, or for "
                            "apptainer a .sif file: see docker/README.md)")
-    p_run.add_argument("--telemetry-interval", type=_num(float, 0, 3600), default=1.0, metavar="S",
+    p_run.add_argument("--telemetry-interval", type=number(float, 0, 3600), default=1.0,
+                       metavar="S",
                        help="sample CPU, memory (and GPU via NVML) every S seconds (1; "
                             "0: off)")
     _add_spec_flags(p_run)
@@ -194,10 +146,11 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p_pred.add_argument("--framework", default="torch")
     p_pred.add_argument("--model", default="resnet50")
-    p_pred.add_argument("--batch", type=_field("batch_size"), default=32, help="per-device batch")
-    p_pred.add_argument("--image-size", type=_field("image_size"), default=224)
-    p_pred.add_argument("--nodes", type=_num(int, 1, 1_000_000), default=1)
-    p_pred.add_argument("--devices-per-node", type=_field("devices_per_node"), default=1)
+    p_pred.add_argument("--batch", type=field_type("batch_size"), default=32,
+                        help="per-device batch")
+    p_pred.add_argument("--image-size", type=field_type("image_size"), default=224)
+    p_pred.add_argument("--nodes", type=number(int, 1, 1_000_000), default=1)
+    p_pred.add_argument("--devices-per-node", type=field_type("devices_per_node"), default=1)
     p_pred.add_argument("--workers", help="comma list of total workers: a scaling table")
     p_pred.add_argument("--strategy", default="allreduce", choices=["allreduce", "horovod", "ps"])
     p_pred.add_argument("--algorithm", default="ring",
@@ -205,16 +158,16 @@ def build_parser() -> argparse.ArgumentParser:
     p_pred.add_argument("--link", default="10gbe", help="inter-node link profile (links.toml)")
     p_pred.add_argument("--intra", default="shm", help="intra-node link profile")
     p_pred.add_argument("--no-overlap", action="store_true", help="communication after backward")
-    p_pred.add_argument("--fusion-mb", type=_num(float, 0, 65536, low_open=True),
+    p_pred.add_argument("--fusion-mb", type=number(float, 0, 65536, low_open=True),
                         help="fusion buffer MiB (strategy default)")
-    p_pred.add_argument("--ps", type=_num(int, 1, 100_000), default=1,
+    p_pred.add_argument("--ps", type=number(int, 1, 100_000), default=1,
                         help="parameter servers (strategy ps)")
     p_pred.add_argument("--placement", default="greedy", choices=["greedy", "round-robin"])
     p_pred.add_argument("--device-preset", help="FLOPs estimate: p40 | v100 | a100 | knl")
-    p_pred.add_argument("--t-forward", type=_num(float, 0, 3600, low_open=True),
+    p_pred.add_argument("--t-forward", type=number(float, 0, 3600, low_open=True),
                         help="seconds per iteration, one device")
-    p_pred.add_argument("--t-backward", type=_num(float, 0, 3600, low_open=True))
-    p_pred.add_argument("--t-update", type=_num(float, 0, 3600), default=0.0)
+    p_pred.add_argument("--t-backward", type=number(float, 0, 3600, low_open=True))
+    p_pred.add_argument("--t-update", type=number(float, 0, 3600), default=0.0)
     p_pred.add_argument("--db", default=DEFAULT_DB, help="measurements for compute and --validate")
     p_pred.add_argument("--validate", action="store_true",
                         help="predicted vs measured for every stored run the model covers")
@@ -224,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_ps.add_argument("--model", default="resnet50")
     p_ps.add_argument("--ps", default="1,2,4,8,16,32,54,64",
                       help="server counts: comma list or range like 1..64")
-    p_ps.add_argument("--detail", type=_num(int, 1, MAX_SERVERS), metavar="P",
+    p_ps.add_argument("--detail", type=number(int, 1, MAX_SERVERS), metavar="P",
                       help="bytes per server at P servers")
     p_ps.add_argument("--db", help="also show placements recorded by PS runs in this DB")
 
@@ -239,17 +192,17 @@ def build_parser() -> argparse.ArgumentParser:
                       help="comma list of: torch-gloo, torch-nccl (GPU), mpi (mpi4py, the "
                            "reference), horovod-gloo, horovod-mpi, tf-ring, tf-nccl (GPU), "
                            "mxnet-kvstore (PS push+pull); default torch-gloo")
-    p_cb.add_argument("--ranks", type=_num(int, 1, 256), default=2)
+    p_cb.add_argument("--ranks", type=number(int, 1, 256), default=2)
     p_cb.add_argument("--sizes", default="4..128M", help="'4..128M' (x4 steps) or '1K,1M,64M'")
-    p_cb.add_argument("--iters", type=_num(int, 1, 100_000), default=10,
+    p_cb.add_argument("--iters", type=number(int, 1, 100_000), default=10,
                       help="timed repetitions per size")
     p_cb.add_argument("--link", default="local",
                       help="label for the link being measured; with --hosts, the emulated "
                            "link rate (1gbit, unshaped...)")
-    p_cb.add_argument("--hosts", type=_num(int, 0, 64), default=0,
+    p_cb.add_argument("--hosts", type=number(int, 0, 64), default=0,
                       help="run the ranks across this many emulated hosts (needs root)")
     p_cb.add_argument("--db", default=DEFAULT_DB)
-    p_cb.add_argument("--timeout", type=_field("timeout_s"), default=600)
+    p_cb.add_argument("--timeout", type=field_type("timeout_s"), default=600)
 
     p_ver = sub.add_parser(
         "verify", help="prove the frameworks compute the same function (same weights in)",
@@ -257,9 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p_ver.add_argument("--models", default="alexnet,googlenet,resnet50")
     p_ver.add_argument("--frameworks", default="torch,tensorflow,mxnet")
-    p_ver.add_argument("--image-size", type=_field("image_size"), default=64)
-    p_ver.add_argument("--classes", type=_field("num_classes"), default=10)
-    p_ver.add_argument("--lr", type=_field("lr"), default=0.1)
+    p_ver.add_argument("--image-size", type=field_type("image_size"), default=64)
+    p_ver.add_argument("--classes", type=field_type("num_classes"), default=10)
+    p_ver.add_argument("--lr", type=field_type("lr"), default=0.1)
     p_ver.add_argument("--perturb", action="append", default=[], metavar="FRAMEWORK:TENSOR",
                        help="scale one tensor (e.g. conv1.weight) by 1.05 for one framework, "
                             "to see the check fail")
@@ -288,13 +241,13 @@ def build_parser() -> argparse.ArgumentParser:
     data_sub = p_data.add_subparsers(dest="data_command", metavar="ACTION")
     p_make = data_sub.add_parser("make", help="write a synthetic-content JPEG dataset")
     p_make.add_argument("directory", help="new (or empty) folder to write")
-    p_make.add_argument("--images", type=_num(int, 1, 10_000_000), default=512,
+    p_make.add_argument("--images", type=number(int, 1, 10_000_000), default=512,
                         help="total images (512)")
-    p_make.add_argument("--size", type=_num(int, 8, 4096), default=160,
+    p_make.add_argument("--size", type=number(int, 8, 4096), default=160,
                         help="typical side in px; each side varies 0.75x..1.5x (160)")
-    p_make.add_argument("--classes", type=_num(int, 1, 100_000), default=10,
+    p_make.add_argument("--classes", type=number(int, 1, 100_000), default=10,
                         help="class folders (10)")
-    p_make.add_argument("--seed", type=_field("seed"), default=0)
+    p_make.add_argument("--seed", type=field_type("seed"), default=0)
     p_check = data_sub.add_parser(
         "check", help="decode a dataset in each framework's loader and compare",
         description="One ordered pass of each framework's training pipeline over the dataset: "
@@ -302,10 +255,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "skipped and counted. Exit status 1 if the frameworks disagree.")
     p_check.add_argument("directory")
     p_check.add_argument("--frameworks", default="torch,tensorflow,mxnet")
-    p_check.add_argument("--world", type=_num(int, 1, 4096), default=1,
+    p_check.add_argument("--world", type=number(int, 1, 4096), default=1,
                          help="shard over this many workers")
-    p_check.add_argument("--image-size", type=_field("image_size"), default=64)
-    p_check.add_argument("--loader-workers", type=_field("loader_workers"), default=2)
+    p_check.add_argument("--image-size", type=field_type("image_size"), default=64)
+    p_check.add_argument("--loader-workers", type=field_type("loader_workers"), default=2)
     p_check.add_argument("--json", help="also write every rank's report here")
 
     p_cl = sub.add_parser(
@@ -321,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     cl_sub = p_cl.add_subparsers(dest="cluster_command", metavar="ACTION")
     p_up = cl_sub.add_parser("up", help="create N hosts (replacing any previous cluster)")
-    p_up.add_argument("--hosts", type=_num(int, 1, 64), default=2)
+    p_up.add_argument("--hosts", type=number(int, 1, 64), default=2)
     p_up.add_argument("--link", default="unshaped", help="rate per host: 1gbit, 500mbit, "
                                                           "unshaped (default)")
     cl_sub.add_parser("down", help="remove every emulated host (idempotent)")
@@ -944,45 +897,10 @@ COMMANDS = {"env": cmd_env, "models": cmd_models, "run": cmd_run, "report": cmd_
             "image": cmd_image, "clean": cmd_clean, "compare": cmd_compare}
 
 
-def _one_line(text: str) -> str:
-    """The message on one line: control characters a user's value brought in (a newline in
-    a path, an escape sequence) are shown escaped, never acted on by the terminal."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text.strip())
-
-
-def _user_errors() -> tuple[type[BaseException], ...]:
-    """The exception types that mean "the input was wrong" (each message names the field,
-    the value and the fix): shown as one line, exit 2. Anything else is a bug in dnnbench
-    and keeps its traceback."""
-    from frameworks.contract import SpecError
-    from frameworks.datasets import DatasetError
-    from harness.commbench import CommbenchError
-    from harness.compare import CompareError
-    from harness.envs import EnvError
-    from harness.experiment import ExperimentError
-    from harness.perfmodel import ModelInputError
-    from harness.perfmodel.measured import NoMeasurement
-    from harness.store import StoreError
-    from harness.trace import TraceError
-    from harness.verify import VerifyError
-    from models import UnknownModelError
-    from models.cost import ShapeError
-    from runners.container import ContainerError
-    from runners.emulated import ClusterError
-    from runners.horovodrun import HorovodNotFound
-    from runners.mpirun import MpiNotFound
-    from runners.slurm import SlurmError
-
-    return (UserError, SpecError, ExperimentError, EnvError, ShapeError, UnknownModelError,
-            DatasetError, StoreError, NoMeasurement, ModelInputError, TraceError,
-            CommbenchError, CompareError, VerifyError, ContainerError, ClusterError, SlurmError,
-            HorovodNotFound, MpiNotFound)
-
-
 def main(argv: list[str] | None = None) -> int:
     import signal
 
-    user_errors = _user_errors()
+    expected = user_errors()
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `dnnbench plan ... | head` ends quietly
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -991,13 +909,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return COMMANDS[args.command](args)
-    except user_errors as exc:
-        print(f"dnnbench: error: {_one_line(str(exc))}", file=sys.stderr)
+    except expected as exc:
+        print(f"dnnbench: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except OSError as exc:
         if not exc.filename:  # not about a path the user gave: a bug, show it
             raise
-        print(f"dnnbench: error: {_one_line(str(exc.filename))}: {exc.strerror} (check the "
+        print(f"dnnbench: error: {one_line(str(exc.filename))}: {exc.strerror} (check the "
               "path and its permissions)", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
