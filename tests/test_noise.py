@@ -66,7 +66,7 @@ def test_every_run_stores_its_probes_and_mfu(torch_env, tmp_path):
     assert gflops > 1 and copy_gbs > 0.1 and 0 < ratio <= 1.0
     spec = RunSpec("torch", "resnet50", image_size=32, batch_size=4)
     assert abs(mfu - noise.train_flops_per_image(spec) * ips / (gflops * 1e9)) < 1e-9
-    # the probe is NumPy's BLAS as this host runs it (where OPENBLAS_CORETYPE pins an older
-    # kernel it is below the hardware's peak, and a framework's own GEMM can beat it)
-    assert 0 < mfu < 3, mfu
+    # the probe is NumPy's BLAS as this host runs it: a framework's own kernels may beat
+    # it somewhat, never by much (measured here: probe 245, PyTorch's matmul 213 GFLOP/s)
+    assert 0 < mfu < 1.5, mfu
     assert "MFU" in r.stdout
