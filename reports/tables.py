@@ -120,7 +120,7 @@ def shootout(ok: list[dict]) -> Table:
         Column("low", "95% low", "images/s"), Column("high", "95% high", "images/s"),
         Column("t_iter_ms", "t_iter", "ms"), Column("jitter_pct", "jitter", "%", 2),
         Column("settling_pct", "settling", "%", 2), Column("mfu_pct", "MFU", "%", 1),
-        Column("noise_pct", "machine", "%", 0)],
+        Column("noise_pct", "machine", "%", 2), Column("disturbed", "", digits=0)],
         note="No interval ('-'): an asynchronous engine (MXNet, or any GPU queue) returns "
              "before the device finishes, so the spread comes from the trials, and fewer "
              "than 6 trials give no distribution-free interval. Settling: first trial over "
@@ -128,13 +128,12 @@ def shootout(ok: list[dict]) -> Table:
              "MAC) x images/s over the machine's fp32 GEMM peak measured by the noise meter "
              "around the run. Machine: the noise meter's worse probe around the run against "
              "the sweep's best; below 85% the run was taken while something else used the "
-             "machine, and its config says 'machine disturbed': measure it again.")
+             "machine: its row says so, and it deserves a repeat.")
     for r in ok:
         if r["mode"] == "throughput" and r["workers"] == 1 and synthetic(r):
             ratio = r.get("noise_ratio")
             t.rows.append({"framework": display(r["framework"]), "model": r["model"],
-                           "config": config(r) + (" (machine disturbed)" if ratio is not None
-                                                  and ratio < DISTURBED else ""),
+                           "config": config(r),
                            "images_per_s": r["images_per_s"],
                            "low": r["images_per_s_low"], "high": r["images_per_s_high"],
                            "t_iter_ms": r["t_iter_s"] * 1e3,
@@ -142,6 +141,8 @@ def shootout(ok: list[dict]) -> Table:
                            "settling_pct": None if r["settling"] is None else r["settling"] * 100,
                            "mfu_pct": None if r.get("mfu") is None else r["mfu"] * 100,
                            "noise_pct": None if ratio is None else ratio * 100,
+                           "disturbed": ("machine disturbed: measure again"
+                                         if ratio is not None and ratio < DISTURBED else ""),
                            "_row": r})
     return t
 
