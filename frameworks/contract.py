@@ -38,6 +38,7 @@ LAUNCHERS = ("auto", "local", "mpirun", "horovodrun", "slurm")
 #: environment, `dnnbench env setup`) or "container" (the framework's image, `dnnbench
 #: image build`, each process in its own container; runners/container.py).
 ENVS = ("venv", "container")
+ORDERS = ("interleaved", "sequential")
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,14 @@ class RunSpec:
     #: in its own emulated host (runners/emulated.py) joined by a link of that rate
     link: str = ""
     env: str = "venv"  # see ENVS
+    #: How the sweep schedules this run's trials against the configurations compared with
+    #: it (harness/interleave.py): "interleaved" (default) or "sequential".
+    order: str = "interleaved"
+    #: Adaptive sampling: after `trials` trials, keep sampling until the 95% interval of
+    #: the median lies within +-target_width of it (0: exactly `trials` trials), or until
+    #: budget_s seconds of this run's own trials are spent.
+    target_width: float = 0.03
+    budget_s: float = 30.0
 
     @property
     def workers(self) -> int:
@@ -247,7 +256,8 @@ FIELDS: dict[str, Field] = {
     "num_classes": Field(int, "output classes (1000)", low=1, high=1_000_000, flag="--classes"),
     "steps": Field(int, "timed iterations per trial", low=1, high=1_000_000),
     "warmup": Field(int, "untimed iterations before the trials", low=0, high=100_000),
-    "trials": Field(int, "repeated trials", low=1, high=10_000),
+    "trials": Field(int, "trials at least (each one interval sample; 6 or more give a 95% "
+                         "interval); adaptive sampling may add more", low=1, high=10_000),
     "mode": Field(str, "throughput: no added syncs; breakdown: time each phase; loader: the "
                        "input pipeline alone (needs --data)", choices=MODES),
     "device": Field(str, "where the model runs", choices=DEVICES),
@@ -279,11 +289,21 @@ FIELDS: dict[str, Field] = {
                        "2gbit, unshaped; needs root; see dnnbench cluster)", since="0.2"),
     "env": Field(str, "run workers in the framework's venv (default) or each in a container "
                       "of its image (see dnnbench image build)", choices=ENVS, since="0.2"),
+    "order": Field(str, "interleaved: compared configurations take turns trial by trial; "
+                        "sequential: each is measured to the end before the next",
+                   choices=ORDERS, axis=False, identity=False, since="0.3"),
+    "target_width": Field(float, "stop sampling once the 95% interval of the median is within "
+                                 "+- this fraction of it (0.03; 0: exactly `trials` trials)",
+                          low=0, high=1, axis=False, identity=False, since="0.3"),
+    "budget_s": Field(float, "seconds of trials per configuration after which sampling stops "
+                             "even if the interval is wider (30)", low=0, low_open=True,
+                      high=30 * _DAY, axis=False, identity=False, since="0.3",
+                      flag="--budget"),
 }
 #: Fields added after the first release, with their defaults (see RunSpec.config_hash).
 LATER_FIELDS: dict[str, Any] = {
     name: RunSpec.__dataclass_fields__[name].default
-    for name, f in FIELDS.items() if f.since != _FIRST}
+    for name, f in FIELDS.items() if f.since != _FIRST and f.identity}
 
 
 def check_field(name: str, value: Any) -> Any:

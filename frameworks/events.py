@@ -21,8 +21,9 @@ ERROR = "error"  # a clean, one-line reason the worker could not finish
 DONE = "done"
 COMM = "comm"  # commbench: one message size's timings and correctness
 DATA = "data"  # the input pipeline: dataset, this worker's shard, skipped files
+WARMUP = "warmup"  # untimed steps before the first trial, and whether they settled
 
-KINDS = (ENVIRONMENT, MODEL, TRIAL, LOSS, ERROR, DONE, COMM, DATA)
+KINDS = (ENVIRONMENT, MODEL, TRIAL, LOSS, ERROR, DONE, COMM, DATA, WARMUP)
 
 
 def emit(kind: str, stream: TextIO | None = None, **payload: Any) -> None:

@@ -23,10 +23,58 @@ class TrialResult:
     losses: list[float] = field(default_factory=list)
 
 
-def warm_up(trainer: Trainer, steps: int) -> None:
-    for _ in range(steps):
-        trainer.step()
+#: Warm-up by detection: after the configured steps, continue while the iteration times
+#: still fall: settled once the median of the last SETTLE_WINDOW synchronised steps is
+#: within SETTLE_TOLERANCE of the median of the window before (getting slower is noise, not
+#: warm-up), or after SETTLE_MAX_EXTRA more steps (then `settled` is False).
+SETTLE_WINDOW = 3
+SETTLE_TOLERANCE = 0.10
+SETTLE_MAX_EXTRA = 20
+
+
+@dataclass
+class WarmUp:
+    steps: int
+    settled: bool
+    times: list[float]  # seconds per synchronised warm-up step (detection only)
+
+
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def settled(times: list[float]) -> bool:
+    """The stated rule: the last window is no more than SETTLE_TOLERANCE faster than the
+    one before it."""
+    w = SETTLE_WINDOW
+    if len(times) < 2 * w:
+        return False
+    return _median(times[-w:]) >= (1 - SETTLE_TOLERANCE) * _median(times[-2 * w:-w])
+
+
+def warm_up(trainer: Trainer, steps: int, detect: bool = False) -> WarmUp:
+    """`steps` untimed steps; with `detect`, more until the times settle (one worker only:
+    ranks of a collective job must all take the same number of steps, so theirs is fixed).
+    """
+    if not detect:
+        for _ in range(steps):
+            trainer.step()
+        trainer.synchronize()
+        return WarmUp(steps, True, [])
+    clock = time.perf_counter
+    times: list[float] = []
     trainer.synchronize()
+    while True:
+        t0 = clock()
+        trainer.step()
+        trainer.synchronize()
+        times.append(clock() - t0)
+        if len(times) >= steps and settled(times):
+            return WarmUp(len(times), True, times)
+        if len(times) >= max(steps, 2 * SETTLE_WINDOW) + SETTLE_MAX_EXTRA:
+            return WarmUp(len(times), False, times)
 
 
 def throughput_trial(trainer: Trainer, steps: int, loss_every: int = 0) -> TrialResult:

@@ -12,10 +12,12 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import time
 
 from frameworks import events
 from frameworks.contract import RunSpec, SpecError, worker_threads
 from frameworks.datasets import DatasetError
+from frameworks.gate import Gate
 from frameworks.timing import FeedOnly, run_trial, warm_up
 
 #: Loader mode times at least this many batches per trial (see _measure_loader).
@@ -80,7 +82,7 @@ def run(spec: RunSpec) -> None:
                           f"parameters but the spec has {expected.params:,}: the networks "
                           "would not be comparable")
     try:
-        _measure(spec, trainer, rank)
+        _measure(spec, trainer, rank, world)
         digest = trainer.state_digest()
     finally:
         trainer.close()  # loader processes exit first, so their peak memory is counted
@@ -109,28 +111,48 @@ def _measure_loader(spec: RunSpec, rank: int, world: int) -> None:
     # batches per trial that the pipeline's sustained rate, not its buffer, is measured.
     steps = max(spec.steps, LOADER_MIN_STEPS)
     try:
-        warm_up(trainer, spec.warmup)
-        for trial in range(spec.trials):
+        for trial in _trials(spec, trainer, rank, world, steps=spec.warmup):
+            started = time.time()
             result = run_trial(trainer, steps, "throughput")
             events.emit(events.TRIAL, rank=rank, trial=trial, iter_times=result.iter_times,
-                        wall=result.wall, phases={})
+                        wall=result.wall, phases={}, started=started)
     finally:
         feed.close()
     events.emit(events.DONE, rank=rank, **peak_rss_bytes())
 
 
-def _measure(spec: RunSpec, trainer, rank: int) -> None:
-    warm_up(trainer, spec.warmup)
-    for trial in range(spec.trials):
+def _trials(spec: RunSpec, trainer, rank: int, world: int, steps: int):
+    """The trial numbers this worker runs: as the harness grants them (interleaved with
+    other configurations, frameworks/gate.py), else the spec's fixed count. Warm-up runs
+    when the first trial is granted (by detection for a single worker); a worker that
+    waited for its turn takes one untimed step first, so caches and thread pools idle
+    while others ran are awake again."""
+    gate = Gate.from_env(spec.trials)
+    trial = 0
+    while gate.may_run(trial):
+        if trial == 0:
+            w = warm_up(trainer, steps, detect=world == 1)
+            events.emit(events.WARMUP, rank=rank, steps=w.steps, settled=w.settled,
+                        times=w.times, interleaved=gate.interleaved)
+        elif gate.interleaved:
+            warm_up(trainer, 1)
+        yield trial
+        trial += 1
+
+
+def _measure(spec: RunSpec, trainer, rank: int, world: int = 1) -> None:
+    for trial in _trials(spec, trainer, rank, world, spec.warmup):
+        started = time.time()
         if spec.mode == "breakdown":
             # A paired throughput trial in the same process, right before each breakdown
             # trial: the cost of breakdown's syncs, measured free of between-run noise.
             paired = run_trial(trainer, spec.steps, "throughput")
             events.emit(events.TRIAL, rank=rank, trial=trial, iter_times=paired.iter_times,
-                        wall=paired.wall, phases={}, paired=True)
+                        wall=paired.wall, phases={}, paired=True, started=started)
+            started = time.time()
         result = run_trial(trainer, spec.steps, spec.mode, spec.loss_every)
         events.emit(events.TRIAL, rank=rank, trial=trial, iter_times=result.iter_times,
-                    wall=result.wall, phases=result.phases)
+                    wall=result.wall, phases=result.phases, started=started)
         events.emit(events.LOSS, rank=rank, trial=trial, values=result.losses)
 
 

@@ -49,14 +49,14 @@ def _add_spec_flags(p: argparse.ArgumentParser) -> None:
     for name, f in FIELDS.items():
         if f.type is bool:
             g.add_argument(_flag(name), dest=name, action="store_true", default=None,
-                           help=f.help)
+                           help=f.help.replace("%", "%%"))
             continue
         rule = "" if f.choices or f.type is str else f" ({f.rule()})"
         # the declared rule checks the value (one line naming the field and the rule)
         metavar = ("{" + ",".join(f.choices) + "}" if f.choices
                    else {int: "N", float: "X"}.get(f.type, "TEXT"))
         g.add_argument(_flag(name), dest=name, type=field_type(name), metavar=metavar,
-                       help=f.help + rule)
+                       help=(f.help + rule).replace("%", "%%"))
 
 
 def build_parser() -> argparse.ArgumentParser:

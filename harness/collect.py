@@ -4,17 +4,29 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 from frameworks import events
 from frameworks.contract import RunSpec
-from harness.stats import median, summarize
+from harness.stats import mad, median, median_ci
 from harness.store import PHASE_COLUMNS, RunRecord
 from harness.telemetry import Telemetry
 from runners.spec import JobResult
 
 #: A first trial this much slower than the rest means warm-up was too short.
 SETTLING_WARN = 0.05
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How the harness scheduled a run's trials (harness/interleave.py)."""
+
+    order: str = "sequential"  # interleaved | sequential
+    group: str = ""  # run ids measured together, comma-separated (interleaved)
+    rounds: dict[int, int] = field(default_factory=dict)  # trial -> round of the group
+    stopped_by: str = ""  # target width | budget | fixed trials | max trials
+    timed_out: bool = False  # the harness ended it: a start-up or trial exceeded timeout_s
 
 
 def new_run_id() -> str:
@@ -55,7 +67,8 @@ def job_events(job: JobResult) -> list[dict[str, Any]]:
 
 
 def record(spec: RunSpec, experiment: str, run_id: str, job: JobResult,
-           host: dict[str, Any], telemetry: Telemetry | None = None) -> RunRecord:
+           host: dict[str, Any], telemetry: Telemetry | None = None,
+           schedule: Schedule | None = None) -> RunRecord:
     evs = job_events(job)
     manifest: dict[str, Any] = {"host": host, "ranks": {}}
     for ev in evs:
@@ -68,7 +81,11 @@ def record(spec: RunSpec, experiment: str, run_id: str, job: JobResult,
     done = sum(1 for ev in evs if ev["event"] == events.DONE)
     # A chief (TensorFlow's parameter-server coordinator) reports for the whole job.
     reporters = 1 if any(p.spec.role == "chief" for p in job.processes) else spec.workers
-    if job.interrupted:
+    schedule = schedule or Schedule()
+    if schedule.timed_out:
+        row.update(status="timeout", reason=f"no progress within timeout_s = "
+                                            f"{spec.timeout_s:g} s (start-up or one trial)")
+    elif job.interrupted:
         row.update(status="interrupted", reason="stopped by Ctrl-C")
     elif job.timed_out:
         row.update(status="timeout", reason=f"no result within timeout_s = {spec.timeout_s:g} s")
@@ -88,9 +105,10 @@ def record(spec: RunSpec, experiment: str, run_id: str, job: JobResult,
                              f"{row['reason']}")
     trials = [ev for ev in evs if ev["event"] == events.TRIAL]
     rec = RunRecord(row)
+    row.update(trial_order=schedule.order, group_id=schedule.group or None,
+               stopped_by=schedule.stopped_by or None)
     times: list[float] = []
-    walls: list[float] = []
-    per_trial: dict[int, list[float]] = {}
+    per_trial: dict[int, float] = {}  # trial -> wall / timed iterations (rank 0)
     paired: list[float] = []
     phase_samples: dict[str, list[float]] = {}
     for tr in trials:
@@ -103,40 +121,42 @@ def record(spec: RunSpec, experiment: str, run_id: str, job: JobResult,
             rec.iterations.append((rank, trial, i, float(t)))
             if rank == 0:
                 times.append(float(t))
-                per_trial.setdefault(trial, []).append(float(t))
         if rank == 0 and tr["iter_times"]:
-            walls.append(float(tr["wall"]) / len(tr["iter_times"]))
+            per_trial[trial] = float(tr["wall"]) / len(tr["iter_times"])
+            rec.trials.append((trial, schedule.rounds.get(trial), tr.get("started"),
+                               per_trial[trial], float(tr["wall"]), len(tr["iter_times"])))
         for phase, values in (tr.get("phases") or {}).items():
             for i, t in enumerate(values):
                 rec.phases.append((rank, trial, i, phase, float(t)))
                 if rank == 0:
                     phase_samples.setdefault(phase, []).append(float(t))
-    if times:
-        # Headline: wall time over the timed iterations of each trial (median over trials),
-        # right for asynchronous engines too. Per-iteration host stamps describe the spread
-        # only when they are paced by the device: under an async engine (MXNet with a
-        # parameter server, a GPU queue) iterations return early and the final
-        # synchronisation absorbs the backlog, so the spread then comes from the trials.
-        t_iter = median(walls) if spec.mode == "throughput" else median(times)
-        paced = all(max(v) <= 3 * median(v) for v in per_trial.values() if len(v) >= 3)
-        s = summarize(times if paced or spec.mode != "throughput" else walls)
-        scale = t_iter / s.median if s.median else 1.0
-        lo, hi = s.ci_low * scale, s.ci_high * scale
+    warm = [ev for ev in evs if ev["event"] == events.WARMUP and int(ev.get("rank", 0)) == 0]
+    if warm:
+        row.update(warmup_steps=warm[0].get("steps"), warmup_settled=int(bool(
+            warm[0].get("settled"))))
+    if per_trial:
+        # Headline: per trial, wall time over its timed iterations (right for asynchronous
+        # engines too: the closing synchronisation absorbs any backlog); the median over
+        # trials, and its 95% interval over trials: trials are the independent units
+        # (each its own turn of the machine, minutes apart when interleaved), so the
+        # interval covers trial-to-trial drift, not only the jitter inside one trial.
+        walls = [per_trial[k] for k in sorted(per_trial)]
+        t_iter = median(walls)
+        lo, hi = median_ci(walls)
         gb = spec.global_batch
-        row.update(t_iter_s=t_iter, t_iter_low_s=lo, t_iter_high_s=hi,
-                   jitter=s.jitter, n_iters=len(times), images_per_s=gb / t_iter,
+        row.update(t_iter_s=t_iter, t_iter_low_s=lo if lo == lo else None,
+                   t_iter_high_s=hi if hi == hi else None,
+                   jitter=mad(times) / median(times) if times else None,
+                   n_iters=len(times), n_trials=len(walls), images_per_s=gb / t_iter,
                    images_per_s_low=gb / hi if hi == hi else None,
                    images_per_s_high=gb / lo if lo == lo else None,
                    images_per_s_per_worker=gb / t_iter / spec.workers,
-                   iters_paced=int(paced))
+                   interval_halfwidth=(max(t_iter - lo, hi - t_iter) / t_iter
+                                       if lo == lo else None))
         if paired:
             row["t_iter_paired_s"] = median(paired)
-        if len(per_trial) > 1 and spec.mode == "throughput":
+        if len(walls) > 1:
             row["settling"] = walls[0] / median(walls[1:]) - 1
-        elif len(per_trial) > 1:
-            first = median(per_trial[min(per_trial)])
-            rest = median([t for k, v in per_trial.items() if k != min(per_trial) for t in v])
-            row["settling"] = first / rest - 1
         for phase, column in PHASE_COLUMNS.items():
             if phase in phase_samples:
                 row[column] = median(phase_samples[phase])

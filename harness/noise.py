@@ -2,9 +2,11 @@
 framework). A dense fp32 matrix multiply (the machine's compute peak as the harness sees
 it: every core) and a large memory copy (its memory bandwidth), each for a fixed time.
 
-Every run stores the probe taken before and after it: their larger GEMM figure is the
-machine's measured peak for the run's model FLOPs utilisation (`mfu`); the smaller one
-against the best probe of the sweep so far is `noise_ratio`: a run whose ratio is below
+Every run stores the probes taken around its trials (before and after it, or between the
+rounds of its interleaved group): their largest GEMM figure is the machine's measured
+peak for the run's model FLOPs utilisation (`mfu`); their median against the best probe
+of the sweep so far is `noise_ratio` (the median: one probe caught by a hiccup among an
+interleaved run's dozens does not make the whole run disturbed): a run whose ratio is below
 DISTURBED was measured while something else took the machine, and the report says so.
 On GPU hosts and under Slurm the probe does not see the device the run used, so no MFU
 is computed there. The peak is NumPy's BLAS as this host runs it (OPENBLAS_CORETYPE, set
@@ -71,17 +73,24 @@ class Meter:
         self.best = max(self.best, p.gemm_gflops)
         return p
 
-    def columns(self, before: Probe, after: Probe, spec, images_per_s: float | None
+    def columns(self, probes: list[Probe], spec, images_per_s: float | None
                 ) -> dict[str, float | None]:
-        peak = max(before.gemm_gflops, after.gemm_gflops)
+        """A run's columns from the probes taken around its trials (before and after a
+        sequential run; between the rounds of an interleaved group)."""
+        peak = max(p.gemm_gflops for p in probes)
         out: dict[str, float | None] = {
             "machine_gflops": peak,
-            "machine_copy_gbs": max(before.copy_gbs, after.copy_gbs),
-            "noise_ratio": min(before.gemm_gflops, after.gemm_gflops) / self.best,
+            "machine_copy_gbs": max(p.copy_gbs for p in probes),
+            "noise_ratio": _median([p.gemm_gflops for p in probes]) / self.best,
             "mfu": None}
         if images_per_s and spec.device == "cpu" and spec.resolved_launcher != "slurm":
             out["mfu"] = train_flops_per_image(spec) * images_per_s / (peak * 1e9)
         return out
+
+
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    return s[len(s) // 2] if len(s) % 2 else 0.5 * (s[len(s) // 2 - 1] + s[len(s) // 2])
 
 
 def train_flops_per_image(spec) -> float:

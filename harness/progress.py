@@ -58,8 +58,10 @@ class Progress:
                 f"ETA {fmt_duration(eta) if eta is not None else '?'}")
 
     # -- run lifecycle ----------------------------------------------------------------
-    def start(self, index: int, head: str) -> None:
-        self._head = f"[{index}/{self.total}] {head}"
+    def start(self, index: int, head: str, runs: int = 1) -> None:
+        """Runs index..index+runs-1 begin (an interleaved group measures several at once)."""
+        span = f"{index}-{index + runs - 1}" if runs > 1 else f"{index}"
+        self._head = f"[{span}/{self.total}] {head}"
         self._run_start = time.monotonic()
         self._trial = ""
         if self.live:
@@ -74,19 +76,31 @@ class Progress:
             self._write(f"{self._head}: running {fmt_duration(time.monotonic() - self._run_start)}"
                         f"{self._trial}; {self._status()}", final=False)
 
-    def trial(self, done: int, total: int) -> None:
-        self._trial = f", trial {done}/{total}"
+    def trial(self, done: int, total: int | None, active: int | None = None) -> None:
+        """Trial `done` of `total` finished (total None: adaptive sampling decides; with
+        `active`, the round of an interleaved group and how many still sample)."""
+        if active is not None:
+            self._trial = f", round {done} done, {active} still sampling"
+        else:
+            self._trial = f", trial {done}" + (f"/{total}" if total else "")
+        if not self.live and active is not None:
+            self._write(f"{self._head}: round {done} done, {active} still sampling; "
+                        f"{self._status()}")
 
-    def end(self, message: str, measured: bool = True) -> None:
+    def skip_run(self) -> None:
+        """A run that needed no measuring (stored meanwhile, skipped)."""
+        self.remaining_runs -= 1
+
+    def end(self, message: str, measured: bool = True, runs: int = 1) -> None:
         self._stop.set()
         if self._ticker:
             self._ticker.join()
             self._ticker = None
         took = time.monotonic() - self._run_start
         if measured:
-            self.measured += 1
+            self.measured += runs
             self.measured_time += took
-        self.remaining_runs -= 1
+        self.remaining_runs -= runs
         self._write(f"{self._head}: {message} ({fmt_duration(took)}); {self._status()}")
 
     def note(self, message: str) -> None:

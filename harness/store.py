@@ -41,15 +41,26 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
     ("images_per_s_low", "REAL", "images/s", "95% interval, low end"),
     ("images_per_s_high", "REAL", "images/s", "95% interval, high end"),
     ("images_per_s_per_worker", "REAL", "images/s", "images_per_s / workers"),
-    ("t_iter_s", "REAL", "s", "iteration time: median over trials of wall / iterations "
-     "(throughput mode); median of timed iterations (breakdown mode)"),
-    ("t_iter_low_s", "REAL", "s", "95% interval of the median, low end"),
+    ("t_iter_s", "REAL", "s", "iteration time: median over trials of (trial wall time / "
+     "its timed iterations)"),
+    ("t_iter_low_s", "REAL", "s", "95% interval of that median over trials (order "
+     "statistics; needs 6 trials), low end"),
     ("t_iter_high_s", "REAL", "s", "95% interval of the median, high end"),
-    ("jitter", "REAL", "fraction", "1.4826 x MAD / median of iteration times"),
+    ("interval_halfwidth", "REAL", "fraction", "larger side of the 95% interval over the "
+     "median: what adaptive sampling drives below target_width"),
+    ("jitter", "REAL", "fraction", "1.4826 x MAD / median of iteration times (inside trials)"),
     ("n_iters", "INTEGER", "", "timed iterations (warm-up excluded)"),
-    ("iters_paced", "INTEGER", "", "1 if per-iteration host times follow the device (their "
-     "spread gives the interval), 0 under an async engine (the trials' spread does)"),
-    ("settling", "REAL", "fraction", "first trial's median over the later trials' median, "
+    ("n_trials", "INTEGER", "", "timed trials: the independent samples of the interval"),
+    ("trial_order", "TEXT", "", "interleaved (took turns trial by trial with the configurations "
+     "compared with it) | sequential (measured alone, start to end)"),
+    ("group_id", "TEXT", "", "run ids measured together in interleaved rounds"),
+    ("stopped_by", "TEXT", "", "what ended sampling: target width | budget | fixed trials "
+     "| max trials"),
+    ("warmup_steps", "INTEGER", "", "untimed steps before the first trial (detected: until "
+     "iteration times stop falling, single-worker runs)"),
+    ("warmup_settled", "INTEGER", "", "1 if warm-up met the settling rule, 0 if it hit its "
+     "cap still falling"),
+    ("settling", "REAL", "fraction", "first trial's time over the later trials' median, "
      "minus 1: > 0.05 means warm-up was too short"),
     ("t_iter_paired_s", "REAL", "s", "breakdown runs: throughput-mode iteration time (median "
      "over trials of wall / iterations) measured in the same process, alternating with the "
@@ -79,7 +90,7 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
     ("machine_gflops", "REAL", "GFLOP/s", "the noise meter's fp32 GEMM on every core of "
      "the harness host, best of the probes before and after the run (harness/noise.py)"),
     ("machine_copy_gbs", "REAL", "GB/s", "the noise meter's memory copy bandwidth"),
-    ("noise_ratio", "REAL", "", "the worse probe around the run over the sweep's best: "
+    ("noise_ratio", "REAL", "", "the median probe around the run's trials over the sweep's best: "
      "below 0.85 the machine was measurably disturbed"),
     ("mfu", "REAL", "", "model FLOPs utilisation: forward+backward FLOPs per image (cost "
      "model) x images/s over machine_gflops; CPU runs on this host only"),
@@ -114,6 +125,10 @@ CREATE TABLE IF NOT EXISTS phases (
     run_id TEXT NOT NULL REFERENCES runs(run_id), rank INTEGER, trial INTEGER,
     iter INTEGER, phase TEXT, seconds REAL);
 CREATE INDEX IF NOT EXISTS phases_run ON phases(run_id);
+CREATE TABLE IF NOT EXISTS trials (
+    run_id TEXT NOT NULL REFERENCES runs(run_id), trial INTEGER, round INTEGER,
+    started REAL, seconds REAL, wall REAL, iterations INTEGER);
+CREATE INDEX IF NOT EXISTS trials_run ON trials(run_id);
 CREATE TABLE IF NOT EXISTS comm (
     run_id TEXT NOT NULL, started TEXT, experiment TEXT, library TEXT, op TEXT,
     ranks INTEGER, nodes INTEGER, link TEXT, bytes INTEGER, median_s REAL,
@@ -131,6 +146,9 @@ class RunRecord:
     row: dict[str, Any]
     iterations: list[tuple[int, int, int, float]] = field(default_factory=list)
     phases: list[tuple[int, int, int, str, float]] = field(default_factory=list)
+    #: rank 0's trials: (trial, round of its interleaved group or None, started unix s,
+    #: seconds per iteration, wall s, timed iterations)
+    trials: list[tuple] = field(default_factory=list)
     telemetry: list[tuple] = field(default_factory=list)  # (tag, t, cpu, rss, gpu...)
 
 
@@ -200,7 +218,7 @@ class Store:
             if any(status in FINISHED for _, status in existing):
                 return False
             for run_id, _ in existing:  # failed or timed out: a retry replaces it
-                for table in ("iterations", "phases", "telemetry", "runs"):
+                for table in ("iterations", "phases", "trials", "telemetry", "runs"):
                     self.conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
             self.conn.execute(
                 f"INSERT INTO runs ({', '.join(COLUMN_NAMES)}) VALUES "
@@ -209,6 +227,8 @@ class Store:
                                   [(row["run_id"], *it) for it in rec.iterations])
             self.conn.executemany("INSERT INTO phases VALUES (?, ?, ?, ?, ?, ?)",
                                   [(row["run_id"], *ph) for ph in rec.phases])
+            self.conn.executemany("INSERT INTO trials VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                  [(row["run_id"], *t) for t in rec.trials])
             self.conn.executemany("INSERT INTO telemetry VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                                   [(row["run_id"], *t) for t in rec.telemetry])
         return True
@@ -234,6 +254,17 @@ class Store:
         return [r[0] for r in self.conn.execute(
             "SELECT seconds FROM iterations WHERE run_id = ? ORDER BY rank, trial, iter",
             (run_id,))]
+
+    def trials(self, run_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Rank 0's trials (all runs, or these), in the order they ran."""
+        ids = None if run_ids is None else list(run_ids)
+        if ids == []:
+            return []
+        where = "" if ids is None else f"WHERE run_id IN ({', '.join('?' * len(ids))})"
+        cur = self.conn.execute(f"SELECT * FROM trials {where} ORDER BY started, run_id",
+                                tuple(ids or ()))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r)) for r in cur]
 
     def telemetry(self, run_id: str) -> list[dict[str, Any]]:
         cur = self.conn.execute("SELECT * FROM telemetry WHERE run_id = ? ORDER BY t, tag",

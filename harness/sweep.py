@@ -11,16 +11,15 @@ import hashlib
 import os
 import shutil
 import sys
+import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 
 import frameworks
-import runners
-from frameworks import events
+from frameworks import events, gate
 from frameworks.plan import PlanContext, plan
-from harness import collect, envs, noise
-from harness.collect import SETTLING_WARN
+from harness import collect, envs, interleave, noise
 from harness.experiment import Experiment
 from harness.manifest import host_manifest
 from harness.progress import Progress
@@ -141,6 +140,15 @@ def describe(spec) -> str:
             + (f" [{spec.label}]" if spec.label else ""))
 
 
+def describe_group(specs: list) -> str:
+    """An interleaved group in one line: what its members share, then what differs."""
+    shared = describe(replace(specs[0], framework="*", mode="*", env="venv")).split(" ", 1)[1]
+    shared = shared.replace("* ", "", 1).replace(" *", "", 1)
+    differ = [", ".join(dict.fromkeys(getattr(s, k) for s in specs))
+              for k in ("framework", "mode", "env") if len({getattr(s, k) for s in specs}) > 1]
+    return f"{shared}: {len(specs)} configurations ({' x '.join(differ)}), interleaved"
+
+
 def _placed(spec, python: str, source_root: str, run_id: str,
             cluster: emulated.Cluster | None) -> tuple[list, str]:
     """The run's processes and the launcher that starts them: on this host, or one node
@@ -162,11 +170,14 @@ def _placed(spec, python: str, source_root: str, run_id: str,
 
 def _launch_options(spec, run_id: str, slurm_options: SlurmOptions | None,
                     image: dict | None = None, source_root: str = "",
-                    cluster: emulated.Cluster | None = None) -> dict:
+                    cluster: emulated.Cluster | None = None,
+                    extra_mounts: tuple[str, ...] = ()) -> dict:
     if spec.env == "container":
         assert image is not None
-        # the same paths inside as outside: the worker code the harness speaks to, the data
-        mounts = (source_root,) + ((str(Path(spec.data).resolve()),) if spec.data else ())
+        # the same paths inside as outside: the worker code the harness speaks to, the data,
+        # the gate files of interleaved trials
+        mounts = ((source_root,) + ((str(Path(spec.data).resolve()),) if spec.data else ())
+                  + extra_mounts)
         return {"image": image["image"], "engine": image["engine"],
                 "gpus": spec.device == "cuda", "mounts": mounts, "job": f"dnnbench-{run_id}",
                 "netns": dict(zip(cluster.addresses, cluster.hosts)) if cluster else None,
@@ -205,8 +216,9 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
                    slurm_options: SlurmOptions | None = None,
                    container_options: ContainerOptions | None = None) -> SweepSummary:
     """Run every planned configuration not yet stored; progress goes to `out` (stdout):
-    live on a terminal, plain lines otherwise. Resource telemetry is sampled every
-    `telemetry_interval_s` (0: off)."""
+    live on a terminal, plain lines otherwise. Configurations compared with each other are
+    measured together in interleaved trials (harness/interleave.py). Resource telemetry is
+    sampled every `telemetry_interval_s` (0: off)."""
     environments = check_environments(exp)
     images = check_images(exp, container_options or ContainerOptions())
     done = {r["config_hash"]: r["status"] for r in store.runs(
@@ -223,108 +235,179 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
                 if failed and not retry_failed else "")
         prog.note(f"resuming {exp.name}: {summary.reused} of {len(exp.runs)} runs already "
                   f"stored{hint}, {len(todo)} to go")
-    source_root = worker_source_root()
-    host = host_manifest()
-    meter = noise.Meter()
-    made_cluster = used_cluster = False
+    ctx = _SweepContext(exp, store, environments, images, slurm_options, stream_output,
+                        telemetry_interval_s, prog, summary)
+    index = 0
     try:
-        for i, planned in enumerate(todo, start=1):
+        with tempfile.TemporaryDirectory(prefix="dnnbench-gate-") as gates:
+            ctx.gates = Path(gates)
+            for group in interleave.groups(todo):
+                ctx.run_group(group, index)
+                index += len(group)
+    except KeyboardInterrupt:
+        summary.interrupted = True
+        prog.end("interrupted; every finished run is stored, rerun the same command to "
+                 "resume", measured=False, runs=0)
+    finally:
+        if ctx.used_cluster:  # a cluster this sweep created goes away with it, once unused
+            emulated.release(take_down=ctx.made_cluster)
+    return summary
+
+
+class _SweepContext:
+    """One sweep's shared state: what every group needs to start and store its runs."""
+
+    def __init__(self, exp: Experiment, store: Store, environments, images, slurm_options,
+                 stream_output: bool, telemetry_interval_s: float, prog: Progress,
+                 summary: SweepSummary) -> None:
+        self.exp, self.store, self.environments, self.images = exp, store, environments, images
+        self.slurm_options, self.stream_output = slurm_options, stream_output
+        self.telemetry_interval_s, self.prog, self.summary = telemetry_interval_s, prog, summary
+        self.source_root = worker_source_root()
+        self.host = host_manifest()
+        self.meter = noise.Meter()
+        self.made_cluster = self.used_cluster = False
+        self.gates = Path(tempfile.gettempdir())
+
+    def _record_now(self, spec, status: str, reason: str, host: dict) -> None:
+        self.store.add(RunRecord(collect.base_row(spec, self.exp.name, collect.new_run_id(),
+                                                  status, reason, {"host": host})))
+
+    def run_group(self, group: list, index: int) -> None:
+        prog, summary = self.prog, self.summary
+        members: list[interleave.Member] = []
+        for planned in group:
             spec = planned.spec
-            prog.start(i, describe(spec))
-            if store.finished(exp.name, spec.config_hash()):  # another sweep on this DB
+            if self.store.finished(self.exp.name, spec.config_hash()):  # another sweep
                 summary.reused += 1
-                prog.end("already stored by another sweep on this database", measured=False)
-                continue
-            if planned.skip_reason:
-                store.add(RunRecord(collect.base_row(spec, exp.name, collect.new_run_id(),
-                                                     "skipped", planned.skip_reason,
-                                                     {"host": host})))
+                prog.note(f"  {describe(spec)}: already stored by another sweep on this "
+                          "database")
+                prog.skip_run()
+            elif planned.skip_reason:
+                self._record_now(spec, "skipped", planned.skip_reason, self.host)
                 summary.skipped += 1
-                prog.end(f"skipped: {planned.skip_reason}", measured=False)
-                continue
-            key = (spec.framework, variant_for(spec.device))
-            image = images[key] if spec.env == "container" else None
-            python = environments[key].python if image is None else container.IMAGE_PYTHON
-            run_host = host if image is None else {**host, "container": image}
-            run_id = collect.new_run_id()
-            cluster = None
-            if spec.link:  # one emulated host per node, joined by a link of this rate
-                try:
-                    cluster, made = emulated.ensure(spec.nodes, spec.link)
-                except emulated.ClusterError as exc:
-                    store.add(RunRecord(collect.base_row(spec, exp.name, run_id, "failed",
-                                                         str(exc), {"host": run_host})))
-                    summary.failed += 1
-                    prog.end(f"failed: {exc}", measured=False)
-                    continue
-                made_cluster, used_cluster = made_cluster or made, True
-            procs, launcher = _placed(spec, python, source_root, run_id, cluster)
-            counters = ({ns: emulated.interface_bytes(ns) for ns in cluster.hosts}
-                        if cluster is not None else {})
-            if spec.memory_limit_mb:
-                procs = [replace(p, memory_limit_bytes=spec.memory_limit_mb * 2**20) for p in procs]
-
-            sampler = (Sampler(telemetry_interval_s, launcher_ranks=spec.workers)
-                       if telemetry_interval_s > 0 else None)
-
-            def on_line(tag: str, line: str, spec=spec, sampler=sampler) -> None:
-                if stream_output:
-                    print(f"  [{tag}] {line}", file=sys.stderr)
-                if sampler is not None and '"event":"model"' in line:
-                    sampler.measuring()  # start-up (imports, model build) is over: warm-up begins
-                if '"event":"trial"' in line and '"rank":0' in line:
-                    ev = events.parse(line) if '"paired"' not in line else None
-                    if ev:
-                        prog.trial(ev["trial"] + 1, spec.trials)
-
-            before = meter.measure()  # the machine as the run starts (harness/noise.py)
-            if sampler is not None:
-                sampler.start()
+                prog.note(f"  {describe(spec)}: skipped: {planned.skip_reason}")
+                prog.skip_run()
+            else:
+                members.append(planned)
+        if not members:
+            return
+        first = members[0].spec
+        cluster = None
+        if first.link:  # one emulated host per node, joined by a link of this rate
             try:
-                job = runners.launch(launcher, procs, spec.timeout_s,
-                                     on_line=on_line, on_start=sampler.add if sampler else None,
-                                     **_launch_options(spec, run_id, slurm_options, image,
-                                                       source_root, cluster))
-            except KeyboardInterrupt:
-                summary.interrupted = True
-                prog.end("interrupted; every finished run is stored, rerun the same command to "
-                         "resume", measured=False)
-                break
-            except LAUNCH_ERRORS as exc:  # the launcher itself is missing or refused the job
-                store.add(RunRecord(collect.base_row(spec, exp.name, run_id, "failed",
-                                                     str(exc), {"host": run_host})))
-                summary.failed += 1
-                prog.end(f"failed: {exc}", measured=False)
+                cluster, made = emulated.ensure(first.nodes, first.link)
+            except emulated.ClusterError as exc:
+                for planned in members:
+                    self._record_now(planned.spec, "failed", str(exc), self.host)
+                    summary.failed += 1
+                    prog.note(f"  {describe(planned.spec)}: failed: {exc}")
+                    prog.skip_run()
+                return
+            self.made_cluster, self.used_cluster = self.made_cluster or made, True
+        built = [self._member(planned.spec, cluster) for planned in members]
+        head = describe(first) if len(built) == 1 else describe_group([m.spec for m, _ in built])
+        prog.start(index + 1, head, runs=len(built))
+        group = interleave.Group([m for m, _ in built], self.meter,
+                                 on_round=lambda rnd, ms: prog.trial(
+                                     rnd + 1, None, sum(1 for m in ms if not m.stopped_by)))
+        try:
+            group.run()
+        except KeyboardInterrupt:
+            self._store_finished([b for b in built if b[0].job is not None
+                                  and b[0].job.ok], cluster, quiet=True)
+            raise
+        lines = self._store_finished(built, cluster)
+        for line in lines[:-1]:
+            prog.note(line)
+        prog.end(lines[-1] if len(built) == 1 else f"{len(built)} runs measured", runs=len(built))
+        if len(built) > 1:
+            prog.note(lines[-1])
+
+    def _member(self, spec, cluster) -> tuple[interleave.Member, dict]:
+        key = (spec.framework, variant_for(spec.device))
+        image = self.images[key] if spec.env == "container" else None
+        python = self.environments[key].python if image is None else container.IMAGE_PYTHON
+        run_host = self.host if image is None else {**self.host, "container": image}
+        run_id = collect.new_run_id()
+        procs, launcher = _placed(spec, python, self.source_root, run_id, cluster)
+        if spec.memory_limit_mb:
+            procs = [replace(p, memory_limit_bytes=spec.memory_limit_mb * 2**20) for p in procs]
+        gated = launcher != "slurm" and spec.resolved_launcher != "slurm"
+        gate_path = self.gates / run_id if gated else None
+        if gate_path is not None:
+            procs = [replace(p, env={**p.env, gate.ENV: str(gate_path)}) for p in procs]
+        options = _launch_options(spec, run_id, self.slurm_options, image, self.source_root,
+                                  cluster, extra_mounts=(str(self.gates),) if gated else ())
+        sampler = (Sampler(self.telemetry_interval_s, launcher_ranks=spec.workers)
+                   if self.telemetry_interval_s > 0 else None)
+        prog, stream = self.prog, self.stream_output
+
+        def on_line(tag: str, line: str, sampler=sampler) -> None:
+            if stream:
+                print(f"  [{tag}] {line}", file=sys.stderr)
+            if sampler is not None and '"event":"model"' in line:
+                sampler.measuring()  # start-up (imports, model build) is over
+            if not gated and '"event":"trial"' in line and '"rank":0' in line:
+                ev = events.parse(line) if '"paired"' not in line else None
+                if ev:
+                    prog.trial(ev["trial"] + 1, spec.trials)
+
+        reporters = 1 if any(p.role == "chief" for p in procs) else spec.workers
+        counter = ((lambda: {ns: emulated.interface_bytes(ns) for ns in cluster.hosts})
+                   if cluster is not None else None)
+        member = interleave.Member(spec, run_id, procs, launcher, options, reporters, sampler,
+                                   on_line, gate_path, counter)
+        return member, run_host
+
+    def _store_finished(self, built: list, cluster, quiet: bool = False) -> list[str]:
+        """Store every member's record; one progress line per member."""
+        lines = []
+        for m, run_host in built:
+            spec = m.spec
+            if m.launch_error is not None:
+                if not isinstance(m.launch_error, LAUNCH_ERRORS):
+                    raise m.launch_error
+                self._record_now(spec, "failed", str(m.launch_error), run_host)
+                self.summary.failed += 1
+                lines.append(f"  {describe(spec)}: failed: {m.launch_error}")
                 continue
-            finally:
-                telemetry = sampler.stop() if sampler is not None else None
+            if m.job is None:
+                continue
             if cluster is not None:
-                after = {ns: emulated.interface_bytes(ns) for ns in cluster.hosts}
                 run_host = {**run_host, "emulated": {
                     "link": cluster.link, "hosts": dict(zip(cluster.hosts, cluster.addresses)),
-                    "bytes": {ns: {k: after[ns][k] - counters[ns][k] for k in after[ns]}
-                              for ns in cluster.hosts}}}
-            rec = collect.record(spec, exp.name, run_id, job, run_host, telemetry)
+                    "bytes": m.bytes_moved}}
+            telemetry = m.sampler.data if m.sampler is not None else None
+            rec = collect.record(spec, self.exp.name, m.run_id, m.job, run_host, telemetry,
+                                 schedule=collect.Schedule(
+                                     order="interleaved" if m.gated else "sequential",
+                                     group=",".join(sorted(x.run_id for x, _ in built)),
+                                     rounds={t.trial: t.round for t in m.trials},
+                                     stopped_by=m.stopped_by, timed_out=m.timed_out))
             row = rec.row
-            row.update(meter.columns(before, meter.measure(), spec, row.get("images_per_s")))
-            if not store.add(rec):
-                summary.reused += 1
-                prog.end(f"not stored: another sweep on this database stored this "
-                         f"configuration while it ran ({row['status']} here)", measured=False)
+            if m.probes:
+                row.update(self.meter.columns(m.probes, spec, row.get("images_per_s")))
+            if not self.store.add(rec):
+                self.summary.reused += 1
+                lines.append(f"  {describe(spec)}: not stored: another sweep on this database "
+                             f"stored this configuration while it ran ({row['status']} here)")
                 continue
-            if row["status"] == "ok":
-                summary.ok += 1
-                prog.end(f"{row['images_per_s']:.1f} images/s, t_iter "
-                         f"{row['t_iter_s'] * 1e3:.1f} ms (jitter {row['jitter'] * 100:.1f}%)"
-                         + (f", MFU {row['mfu']:.0%}" if row.get("mfu") else "")
-                         + (f"; machine disturbed: probe at {row['noise_ratio']:.0%} of the "
-                            "sweep's best" if row["noise_ratio"] < noise.DISTURBED else "")
-                         + (f"; still settling: first trial {row['settling']:+.0%} vs the rest"
-                            if (row.get("settling") or 0) > SETTLING_WARN else ""))
-            else:
-                summary.failed += 1
-                prog.end(f"{row['status']}: {row['reason']}")
-    finally:
-        if used_cluster:  # a cluster this sweep created goes away with it, once unused
-            emulated.release(take_down=made_cluster)
-    return summary
+            text = self._result_text(row)
+            if not quiet:
+                lines.append(f"  {describe(spec)}: {text}")
+        return lines or ["nothing measured"]
+
+    def _result_text(self, row: dict) -> str:
+        if row["status"] != "ok":
+            self.summary.failed += 1
+            return f"{row['status']}: {row['reason']}"
+        self.summary.ok += 1
+        ci = (f" [{row['images_per_s_low']:.1f}, {row['images_per_s_high']:.1f}]"
+              if row.get("images_per_s_low") else " (no interval: under 6 trials)")
+        return (f"{row['images_per_s']:.1f} images/s{ci}, t_iter {row['t_iter_s'] * 1e3:.1f} ms"
+                f", {row['n_trials']} trials ({row['stopped_by']})"
+                + (f", MFU {row['mfu']:.0%}" if row.get("mfu") else "")
+                + (f"; machine disturbed: probe at {row['noise_ratio']:.0%} of the sweep's "
+                   "best" if (row.get("noise_ratio") or 1) < noise.DISTURBED else "")
+                + ("; warm-up did not settle" if row.get("warmup_settled") == 0 else ""))

@@ -45,12 +45,17 @@ class Telemetry:
     gpu: bool = False
     launcher_ranks: int = 1  # ranks inside one launcher's tree (mpirun, horovodrun)
     cpu_seconds: float = 0.0  # CPU time the sampler itself used (its overhead's upper bound)
+    #: An interleaved run's turns (start, end): it measures only during them, and waits
+    #: idle in between, so only samples inside a turn describe it.
+    turns: list[list[float]] = field(default_factory=list)
 
     def _window(self, prefix: str) -> dict[str, list[Sample]]:
         out: dict[str, list[Sample]] = {}
         start = self.measuring_from or 0.0
         for s in self.samples:
-            if s.tag.startswith(prefix) and s.t >= start:
+            if s.tag.startswith(prefix) and s.t >= start and (
+                    not self.turns or any(a <= s.t <= (b if b is not None else s.t)
+                                          for a, b in self.turns)):
                 out.setdefault(s.tag, []).append(s)
         return out
 
@@ -153,6 +158,7 @@ class Sampler:
         self._scanned = -RESCAN_S
         self._t0 = time.monotonic()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="telemetry")
+        self._paused = False
 
     def add(self, tag: str, pid: int) -> None:
         self.roots[tag] = pid
@@ -161,6 +167,19 @@ class Sampler:
         if self.data.measuring_from is None:
             self.data.measuring_from = time.monotonic() - self._t0
             self._scanned = -RESCAN_S  # processes exist now: find all of them next tick
+
+    def turn_begins(self) -> None:
+        """An interleaved run's turn: sample from now until `turn_ends`."""
+        self.measuring()
+        self.data.turns.append([time.monotonic() - self._t0, None])
+        self._paused = False
+
+    def turn_ends(self) -> None:
+        """Its turn is over: it waits idle (not sampled) until the next one."""
+        if self.data.turns and self.data.turns[-1][1] is None:
+            self.data.turns[-1][1] = time.monotonic() - self._t0
+        self._paused = True
+        self._prev.clear()  # the next turn's CPU rates start afresh
 
     def start(self) -> Sampler:
         self._thread.start()
@@ -173,7 +192,8 @@ class Sampler:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
-            self.tick()
+            if not self._paused:
+                self.tick()
         self.data.cpu_seconds = time.thread_time()  # this thread's own CPU time, all ticks
 
     def tick(self) -> None:

@@ -13,7 +13,8 @@ def launch(name: str, specs: list[ProcessSpec], timeout: float,
            on_start: StartCallback | None = None, **options) -> JobResult:
     """Start `specs` with the launcher called `name` (local, mpirun, horovodrun, slurm,
     container); `options` go to launchers that take them (slurm: options, nodes, horovod,
-    job_name; container: image, engine, gpus, netns, mounts, job)."""
+    job_name; container: image, engine, gpus, netns, mounts, job; all but slurm: cancel, an
+    Event that ends the job from another thread)."""
     from runners import container, horovodrun, local, mpirun, slurm
 
     if name == "slurm":
@@ -25,4 +26,4 @@ def launch(name: str, specs: list[ProcessSpec], timeout: float,
     if name not in launchers:
         raise ValueError(f"launcher {name!r} is not one of {', '.join(launchers)}, slurm, "
                          "container")
-    return launchers[name](specs, timeout, on_line=on_line, on_start=on_start)
+    return launchers[name](specs, timeout, on_line=on_line, on_start=on_start, **options)

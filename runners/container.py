@@ -163,7 +163,7 @@ def launch(specs: list[ProcessSpec], timeout: float, on_line: LineCallback | Non
            on_start: StartCallback | None = None, image: str = "", engine: str = "podman",
            gpus: bool = False, netns: dict[str, str] | None = None,
            mounts: tuple[str, ...] = (), job: str = "dnnbench", inner: str = "local",
-           controller: str = "gloo") -> JobResult:
+           controller: str = "gloo", cancel: threading.Event | None = None) -> JobResult:
     """Run `specs` in containers of `image`. inner = "local": each process in its own
     container (`netns` maps a spec's host address to the emulated host it runs in);
     "horovodrun" or "mpirun": one container runs that launcher, the image's own, which
@@ -207,7 +207,7 @@ def launch(specs: list[ProcessSpec], timeout: float, on_line: LineCallback | Non
                 if daemon and not watcher.is_alive() and tag == specs[-1].tag:
                     watcher.start()
 
-        return run_job(wrapped, timeout, on_line=on_line, on_start=started)
+        return run_job(wrapped, timeout, on_line=on_line, on_start=started, cancel=cancel)
     finally:
         stop.set()
         if daemon:

@@ -11,6 +11,7 @@ frameworks.worker.rank_info).
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 from runners.process import LineCallback, StartCallback, run_job
@@ -55,11 +56,12 @@ def horovodrun_command(specs: list[ProcessSpec], horovodrun: str, controller: st
 
 
 def launch(specs: list[ProcessSpec], timeout: float, on_line: LineCallback | None = None,
-           on_start: StartCallback | None = None, controller: str = "gloo") -> JobResult:
+           on_start: StartCallback | None = None, controller: str = "gloo",
+           cancel: threading.Event | None = None) -> JobResult:
     exe = horovodrun_for(specs[0].argv[0])
     if not Path(exe).is_file():
         raise HorovodNotFound(f"{exe} does not exist: this environment was built without "
                               "Horovod (rebuild it with `dnnbench env setup FRAMEWORK` and "
                               "DNNBENCH_HOROVOD unset)")
     return run_job([horovodrun_command(specs, exe, controller)], timeout, on_line=on_line,
-                   on_start=on_start)
+                   on_start=on_start, cancel=cancel)

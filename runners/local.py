@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from runners.process import LineCallback, StartCallback, run_job
 from runners.spec import JobResult, ProcessSpec
 
@@ -9,5 +11,6 @@ NAME = "local"
 
 
 def launch(specs: list[ProcessSpec], timeout: float, on_line: LineCallback | None = None,
-           on_start: StartCallback | None = None) -> JobResult:
-    return run_job(specs, timeout, on_line=on_line, on_start=on_start)
+           on_start: StartCallback | None = None,
+           cancel: threading.Event | None = None) -> JobResult:
+    return run_job(specs, timeout, on_line=on_line, on_start=on_start, cancel=cancel)

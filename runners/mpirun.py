@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 
 from runners.process import LineCallback, StartCallback, run_job
 from runners.spec import JobResult, ProcessSpec
@@ -54,9 +55,11 @@ def mpirun_command(specs: list[ProcessSpec], mpirun: str = "mpirun",
 
 
 def launch(specs: list[ProcessSpec], timeout: float, on_line: LineCallback | None = None,
-           on_start: StartCallback | None = None, mpirun: str | None = None) -> JobResult:
+           on_start: StartCallback | None = None, mpirun: str | None = None,
+           cancel: threading.Event | None = None) -> JobResult:
     exe = mpirun or shutil.which("mpirun")
     if not exe:
         raise MpiNotFound("mpirun not found: install Open MPI (Debian: apt-get install "
                           "openmpi-bin libopenmpi-dev)")
-    return run_job([mpirun_command(specs, exe)], timeout, on_line=on_line, on_start=on_start)
+    return run_job([mpirun_command(specs, exe)], timeout, on_line=on_line, on_start=on_start,
+                   cancel=cancel)

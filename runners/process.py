@@ -139,8 +139,13 @@ def _pump(proc: subprocess.Popen, tag: str, sink: list[str], on_line: LineCallba
 
 def run_job(specs: list[ProcessSpec], timeout: float, base_env: dict[str, str] | None = None,
             on_line: LineCallback | None = None,
-            on_start: StartCallback | None = None) -> JobResult:
-    """Run all processes to completion; any failure or the timeout ends the whole job."""
+            on_start: StartCallback | None = None,
+            cancel: threading.Event | None = None) -> JobResult:
+    """Run all processes to completion; any failure or the timeout ends the whole job.
+
+    `cancel`, set from another thread, ends it as Ctrl-C would (the harness runs the jobs of
+    an interleaved group in threads, and only the main thread receives KeyboardInterrupt).
+    """
     env0 = dict(os.environ if base_env is None else base_env)
     procs: list[subprocess.Popen] = []
     sinks: list[list[str]] = []
@@ -175,6 +180,9 @@ def run_job(specs: list[ProcessSpec], timeout: float, base_env: dict[str, str] |
                 break
             if time.monotonic() > deadline:
                 timed_out = True
+                break
+            if cancel is not None and cancel.is_set():
+                interrupted = True
                 break
             time.sleep(0.02)
     except KeyboardInterrupt:

@@ -20,6 +20,7 @@ batch_size = 4
 steps = 3
 warmup = 1
 trials = 2
+target_width = 0
 num_classes = 10
 label = "<script>alert(1)</script>"
 [matrix]
@@ -60,7 +61,7 @@ mode = "breakdown"
 def test_single_run_from_flags_and_results_export(tmp_path, torch_env):
     db = tmp_path / "r.db"
     r = run_cli("run", "--framework", "torch", "--model", "resnet50", "--batch", "2",
-                "--image-size", "32", "--steps", "2", "--warmup", "0", "--trials", "1",
+                "--image-size", "32", "--steps", "2", "--warmup", "0", "--trials", "1", "--target-width", "0",
                 "--db", str(db))
     assert r.returncode == 0, r.stderr
     out = tmp_path / "r.json"
@@ -94,7 +95,7 @@ def test_missing_environment_names_the_fix(tmp_path):
 def test_failed_worker_is_stored_and_earlier_results_kept(tmp_path, torch_env):
     db = tmp_path / "r.db"
     common = ["--framework", "torch", "--model", "resnet50", "--steps", "1", "--warmup", "0",
-              "--trials", "1", "--db", str(db)]
+              "--trials", "1", "--target-width", "0", "--db", str(db)]
     assert run_cli("run", *common, "--image-size", "32", "--batch", "2").returncode == 0
     # a worker that cannot allocate its model: 200 MB of address space
     r = run_cli("run", *common, "--image-size", "32", "--batch", "3", "--memory-limit-mb",
@@ -108,12 +109,12 @@ def test_three_frameworks_one_comparable_table(tmp_path, all_envs):
     db, md = tmp_path / "r.db", tmp_path / "r.md"
     r = run_cli("run", "--framework", "torch", "--model", "googlenet", "--db", str(db),
                 "--image-size", "32", "--batch", "4", "--steps", "3", "--warmup", "1",
-                "--trials", "2")
+                "--trials", "2", "--target-width", "0")
     assert r.returncode == 0, r.stderr
     for fw in ("tensorflow", "mxnet"):
         r = run_cli("run", "--framework", fw, "--model", "googlenet", "--db", str(db),
                     "--image-size", "32", "--batch", "4", "--steps", "3", "--warmup", "1",
-                    "--trials", "2")
+                    "--trials", "2", "--target-width", "0")
         assert r.returncode == 0, r.stdout + r.stderr
     assert run_cli("report", "--db", str(db), "--format", "md", "-o", str(md)).returncode == 0
     table = md.read_text().split("## Single-device throughput", 1)[1].split("\n## ", 1)[0]

@@ -78,7 +78,7 @@ def test_compare_real_runs_copied_with_one_change(torch_env, tmp_path):
     one is flagged."""
     a = tmp_path / "a.db"
     common = ["--framework", "torch", "--image-size", "32", "--batch", "2", "--steps", "6",
-              "--warmup", "1", "--trials", "5", "--threads", "1", "--db", str(a)]
+              "--warmup", "1", "--trials", "6", "--target-width", "0", "--threads", "1", "--db", str(a)]
     for model in ("googlenet", "resnet50"):
         assert run_cli("run", "--model", model, *common).returncode == 0
     b = tmp_path / "b.db"

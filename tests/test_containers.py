@@ -219,6 +219,7 @@ batch_size = 8
 steps = 4
 warmup = 2
 trials = 4
+target_width = 0
 threads = 1
 [matrix]
 env = ["venv", "container"]
@@ -265,7 +266,7 @@ devices_per_node = 1
 def test_container_run_timeout_tears_everything_down(torch_image, tmp_path):
     db = tmp_path / "t.db"
     proc = run_cli("run", "--framework", "torch", "--model", "resnet50", "--image-size", "32",
-                   "--batch", "8", "--steps", "100000", "--warmup", "1", "--trials", "1",
+                   "--batch", "8", "--steps", "100000", "--warmup", "1", "--trials", "1", "--target-width", "0",
                    "--threads", "1", "--env", "container", "--timeout", "25",
                    "--db", str(db))
     rows = _rows(db)
@@ -300,7 +301,7 @@ def test_containers_inside_emulated_hosts_cross_the_shaped_link(torch_image, tmp
     db = tmp_path / "e.db"
     try:
         proc = run_cli("run", "--framework", "torch", "--model", "googlenet", "--image-size",
-                       "32", "--batch", "4", "--steps", "3", "--warmup", "1", "--trials", "2",
+                       "32", "--batch", "4", "--steps", "3", "--warmup", "1", "--trials", "2", "--target-width", "0",
                        "--classes", "10", "--strategy", "allreduce", "--nodes", "2",
                        "--link", "1gbit", "--env", "container", "--mode", "breakdown",
                        "--db", str(db))
@@ -345,7 +346,7 @@ def test_env_axis_plans_container_runs_and_skips_what_cannot_run(tmp_path):
 def test_horovod_launchers_run_inside_one_container(torch_image, tmp_path, launcher):
     db = tmp_path / "h.db"
     proc = run_cli("run", "--framework", "torch", "--model", "googlenet", "--image-size", "32",
-                   "--batch", "4", "--steps", "3", "--warmup", "1", "--trials", "2",
+                   "--batch", "4", "--steps", "3", "--warmup", "1", "--trials", "2", "--target-width", "0",
                    "--classes", "10", "--strategy", "horovod", "--devices-per-node", "2",
                    "--threads", "1", "--env", "container", "--launcher", launcher,
                    "--db", str(db))

@@ -159,7 +159,7 @@ def test_real_data_costs_time_and_shows_in_t_io(torch_env, tmp_path):
     make(root, 48, size=640, classes=4)
     db = str(tmp_path / "r.db")
     common = ("--framework", "torch", "--model", "googlenet", "--batch", "16", "--image-size",
-              "32", "--classes", "10", "--steps", "4", "--warmup", "1", "--trials", "3",
+              "32", "--classes", "10", "--steps", "4", "--warmup", "1", "--trials", "3", "--target-width", "0",
               "--db", db)
     for extra in ((), ("--data", str(root), "--loader-workers", "0"),
                   ("--data", str(root), "--loader-workers", "0", "--mode", "breakdown"),
@@ -197,7 +197,7 @@ def test_each_framework_trains_on_real_data(all_envs, dataset, tmp_path):
     db = str(tmp_path / "r.db")
     for fw in FRAMEWORKS:
         proc = run_cli("run", "--framework", fw, "--model", "resnet50", "--batch", "4",
-                       "--image-size", "32", "--steps", "2", "--warmup", "1", "--trials", "1",
+                       "--image-size", "32", "--steps", "2", "--warmup", "1", "--trials", "1", "--target-width", "0",
                        "--mode", "breakdown", "--data", str(dataset), "--db", db)
         assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = _runs(db)
@@ -209,7 +209,7 @@ def test_each_framework_trains_on_real_data(all_envs, dataset, tmp_path):
 def test_two_workers_read_disjoint_shards_in_ddp(torch_env, dataset, tmp_path):
     db = str(tmp_path / "r.db")
     proc = run_cli("run", "--framework", "torch", "--model", "alexnet", "--batch", "4",
-                   "--image-size", "64", "--steps", "2", "--warmup", "1", "--trials", "1",
+                   "--image-size", "64", "--steps", "2", "--warmup", "1", "--trials", "1", "--target-width", "0",
                    "--strategy", "allreduce", "--devices-per-node", "2", "--data",
                    str(dataset), "--db", db)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -98,7 +98,7 @@ def _runs(db: str) -> list[dict]:
 def test_ddp_and_mxnet_ps_across_two_hosts_cross_the_shaped_link(all_envs, clean, tmp_path):
     db = str(tmp_path / "r.db")
     common = ("--model", "googlenet", "--image-size", "32", "--batch", "4", "--steps", "3",
-              "--warmup", "1", "--trials", "2", "--classes", "10", "--nodes", "2",
+              "--warmup", "1", "--trials", "2", "--target-width", "0", "--classes", "10", "--nodes", "2",
               "--link", "1gbit", "--db", db)
     proc = run_cli("run", "--framework", "torch", "--strategy", "allreduce",
                    "--mode", "breakdown", *common)
@@ -137,7 +137,7 @@ def test_cluster_down_cleans_up_after_a_killed_sweep(all_envs, clean, tmp_path):
     exe = os.path.join(os.path.dirname(sys.executable), "dnnbench")
     harness = subprocess.Popen(
         [exe, "run", "--framework", "torch", "--model", "resnet50", "--image-size", "32",
-         "--batch", "4", "--steps", "200", "--trials", "1", "--classes", "10", "--strategy",
+         "--batch", "4", "--steps", "200", "--trials", "1", "--target-width", "0", "--classes", "10", "--strategy",
          "allreduce", "--nodes", "2", "--link", "1gbit", "--db", str(tmp_path / "r.db")],
         cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
@@ -175,7 +175,7 @@ def test_horovod_and_tensorflow_strategies_across_hosts(all_envs, clean, tmp_pat
     ParameterServer with TF_CONFIG on lab addresses: all cross the emulated link."""
     db = str(tmp_path / "r.db")
     common = ("--model", "googlenet", "--image-size", "32", "--batch", "4", "--steps", "3",
-              "--warmup", "1", "--trials", "2", "--classes", "10", "--nodes", "2",
+              "--warmup", "1", "--trials", "2", "--target-width", "0", "--classes", "10", "--nodes", "2",
               "--link", "unshaped", "--db", db)
     for fw, strategy in (("torch", ("horovod",)), ("tensorflow", ("allreduce",)),
                          ("tensorflow", ("ps-async", "--ps", "2"))):

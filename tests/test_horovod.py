@@ -136,7 +136,7 @@ def test_horovod_sweep_from_the_cli_records_telemetry(all_envs, tmp_path):
 
     db = str(tmp_path / "r.db")
     common = ("run", "--framework", "mxnet", "--model", "googlenet", "--image-size", "32",
-              "--batch", "4", "--steps", "3", "--warmup", "1", "--trials", "2", "--classes",
+              "--batch", "4", "--steps", "3", "--warmup", "1", "--trials", "2", "--target-width", "0", "--classes",
               "10", "--strategy", "horovod", "--devices-per-node", "2", "--threads", "1",
               "--db", db, "--telemetry-interval", "0.2")
     proc = run_cli(*common)

@@ -30,7 +30,7 @@ def test_probe_sees_the_machine_and_a_hog_disturbs_it():
         for h in hogs:
             os.killpg(h.pid, signal.SIGKILL)
             h.wait()
-    cols = meter.columns(busy, busy, RunSpec("torch", "resnet50", image_size=64), None)
+    cols = meter.columns([busy], RunSpec("torch", "resnet50", image_size=64), None)
     assert cols["noise_ratio"] < noise.DISTURBED, (quiet, busy)
     assert cols["mfu"] is None  # no throughput, no utilisation
 
@@ -43,9 +43,9 @@ def test_mfu_is_model_flops_over_the_measured_peak():
     meter = noise.Meter()
     p = noise.Probe(gemm_gflops=200.0, copy_gbs=10.0)
     meter.best = 200.0
-    cols = meter.columns(p, p, spec, images_per_s=40.0)
+    cols = meter.columns([p, p], spec, images_per_s=40.0)
     assert abs(cols["mfu"] - flops * 40 / 200e9) < 1e-12 and cols["noise_ratio"] == 1.0
-    gpu = meter.columns(p, p, RunSpec("torch", "resnet50", device="cuda"), 40.0)
+    gpu = meter.columns([p], RunSpec("torch", "resnet50", device="cuda"), 40.0)
     assert gpu["mfu"] is None  # the probe does not see the GPU
 
 
@@ -56,7 +56,7 @@ def test_every_run_stores_its_probes_and_mfu(torch_env, tmp_path):
 
     db = tmp_path / "n.db"
     r = run_cli("run", "--framework", "torch", "--model", "resnet50", "--image-size", "32",
-                "--batch", "4", "--steps", "4", "--warmup", "1", "--trials", "2", "--db",
+                "--batch", "4", "--steps", "4", "--warmup", "1", "--trials", "2", "--target-width", "0", "--db",
                 str(db))
     assert r.returncode == 0, r.stdout + r.stderr
     row = sqlite3.connect(db).execute(

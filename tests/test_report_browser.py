@@ -32,7 +32,7 @@ FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 def report_db(tmp_path_factory, torch_env):
     db = tmp_path_factory.mktemp("report") / "r.db"
     base = RunSpec("torch", "googlenet", batch_size=4, image_size=32, steps=4, warmup=1,
-                   trials=2, num_classes=10, threads=1, label=INJECT)
+                   trials=2, target_width=0, num_classes=10, threads=1, label=INJECT)
     from dataclasses import replace
     specs = [base, replace(base, mode="breakdown"), replace(base, model="resnet50"),
              replace(base, model="resnet50", mode="breakdown"),

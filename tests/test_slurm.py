@@ -79,7 +79,7 @@ def _rows(db) -> list[tuple]:
 
 
 COMMON = ("--model", "googlenet", "--image-size", "32", "--batch", "4", "--steps", "3",
-          "--warmup", "1", "--trials", "2", "--classes", "10", "--nodes", "2", "--threads",
+          "--warmup", "1", "--trials", "2", "--target-width", "0", "--classes", "10", "--nodes", "2", "--threads",
           "1", "--launcher", "slurm")
 
 

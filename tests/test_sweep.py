@@ -16,7 +16,7 @@ import pytest
 from frameworks.contract import RunSpec
 from tests.conftest import run_cli
 
-TINY = 'image_size = 32\nbatch_size = 2\nsteps = 2\nwarmup = 1\ntrials = 1\nnum_classes = 10\n'
+TINY = 'image_size = 32\nbatch_size = 2\nsteps = 2\nwarmup = 1\ntrials = 1\ntarget_width = 0\nnum_classes = 10\n'
 
 
 def our_workers(marker: str) -> list[int]:
@@ -67,7 +67,7 @@ def test_crash_hang_and_memory_limit_are_recorded_and_the_sweep_goes_on(tmp_path
 
     marker = f"failsweep-{os.getpid()}"
     base = RunSpec("torch", "googlenet", batch_size=2, image_size=32, steps=2, warmup=1,
-                   trials=1, num_classes=10, label=marker)
+                   trials=1, target_width=0, num_classes=10, label=marker)
     runs = [
         base,                                                     # ok
         replace(base, model="resnet50", batch_size=200_000, image_size=224),  # crash
@@ -87,7 +87,7 @@ def test_crash_hang_and_memory_limit_are_recorded_and_the_sweep_goes_on(tmp_path
                       ("googlenet", 2, "timeout"), ("resnet50", 64, "failed"),
                       ("resnet50", 2, "ok")]
     assert "allocate" in rows[1]["reason"].lower()
-    assert rows[2]["reason"] == "no result within timeout_s = 10 s"
+    assert rows[2]["reason"] == "no progress within timeout_s = 10 s (start-up or one trial)"
     assert rows[3]["reason"].startswith("out of memory under memory_limit_mb = 3000")
     assert all(r["output_tail"] for r in rows if r["status"] != "ok")
     time.sleep(0.5)
@@ -131,7 +131,7 @@ batch_size = [2, 4]
 def test_progress_without_a_terminal_is_plain_lines(tmp_path, torch_env):
     db = tmp_path / "p.db"
     r = run_cli("run", "--framework", "torch", "--model", "googlenet", "--image-size", "32",
-                "--batch", "2", "--steps", "2", "--warmup", "0", "--trials", "2", "--db", str(db))
+                "--batch", "2", "--steps", "2", "--warmup", "0", "--trials", "2", "--target-width", "0", "--db", str(db))
     assert r.returncode == 0, r.stderr
     assert "\r" not in r.stdout and "\033" not in r.stdout
     lines = r.stdout.splitlines()
@@ -158,7 +158,7 @@ def test_live_progress_redraws_one_line():
 def test_retry_failed_replaces_the_failed_row(tmp_path, torch_env):
     db = tmp_path / "r.db"
     args = ["run", "--framework", "torch", "--model", "googlenet", "--image-size", "32",
-            "--batch", "2", "--steps", "2", "--warmup", "0", "--trials", "1", "--db", str(db)]
+            "--batch", "2", "--steps", "2", "--warmup", "0", "--trials", "1", "--target-width", "0", "--db", str(db)]
     assert run_cli(*args, "--timeout", "0.5").returncode == 1
     again = run_cli(*args, "--timeout", "0.5")
     assert again.returncode == 0 and "add --retry-failed to measure them again" in again.stdout
@@ -170,7 +170,7 @@ def test_retry_failed_replaces_the_failed_row(tmp_path, torch_env):
 def test_trace_export_of_a_breakdown_run(tmp_path, torch_env):
     db = tmp_path / "t.db"
     r = run_cli("run", "--framework", "torch", "--model", "googlenet", "--image-size", "32",
-                "--batch", "2", "--steps", "3", "--warmup", "0", "--trials", "2",
+                "--batch", "2", "--steps", "3", "--warmup", "0", "--trials", "2", "--target-width", "0",
                 "--mode", "breakdown", "--db", str(db))
     assert r.returncode == 0, r.stderr
     run_id = sqlite3.connect(db).execute("SELECT run_id FROM runs").fetchone()[0]
@@ -216,6 +216,7 @@ image_size = 32
 batch_size = 2
 warmup = 1
 trials = 1
+target_width = 0
 num_classes = 10
 {defaults}
 [matrix]
