@@ -13,7 +13,9 @@ How, per group:
    Processes stay alive between trials (each framework keeps its graph, pools and
    caches, as a training job would), and an idle one uses no CPU.
 2. Rounds: a noise probe (harness/noise.py), then each active member in turn is granted
-   one trial (its first also runs its warm-up), and the harness waits for it.
+   one trial (its first also runs its warm-up), and the harness waits for it. The order
+   inside a round rotates (round r starts with member r mod n), so no member always runs
+   right after the probe or right after one particular neighbour.
 3. Adaptive sampling: after at least `trials` trials a member stops once the 95% interval
    of its median trial time lies within +-target_width of the median ("target width"),
    or once its own trials have taken budget_s seconds ("budget"); target_width = 0 means
@@ -330,7 +332,8 @@ class Group:
         rnd = 0
         while active:
             probe = self.meter.measure()
-            for m in list(active):
+            turn = rnd % len(active)
+            for m in active[turn:] + active[:turn]:
                 m.probes.append(probe)
                 if not m.run_trial():
                     active.remove(m)

@@ -16,6 +16,7 @@ from typing import Any
 
 import jinja2
 
+from harness import verdicts
 from harness.perfmodel import validate
 from harness.perfmodel.predict import predict
 from harness.store import RUN_COLUMNS, Store
@@ -163,7 +164,8 @@ def build(store: Store, experiment: str | None = None) -> dict[str, Any]:
         "experiment": experiment, "runs": runs, "ok": ok, "bad": bad,
         "frameworks": sorted({T.display(r["framework"]) for r in runs}),
         "experiments": sorted({r["experiment"] for r in runs}),
-        "findings": T.findings(shoot, scale) + T.pipeline_findings(pipe),
+        "findings": T.findings(shoot, scale, verdicts.round_times(store.trials(
+            r["run_id"] for r in ok))) + T.pipeline_findings(pipe),
         "model_error": validate.median_abs_error(checks), "n_checks": len(checks),
         "sections": [
             ("shootout", "Single-device shoot-out", _shootout_charts(shoot) if shoot else [],

@@ -118,15 +118,20 @@ def shootout(ok: list[dict]) -> Table:
         Column("framework", "framework", digits=0), Column("model", "model", digits=0),
         Column("config", "config", digits=0), Column("images_per_s", "throughput", "images/s"),
         Column("low", "95% low", "images/s"), Column("high", "95% high", "images/s"),
-        Column("t_iter_ms", "t_iter", "ms"), Column("jitter_pct", "jitter", "%", 2),
+        Column("t_iter_ms", "t_iter", "ms"), Column("n_trials", "trials", digits=0),
+        Column("stopped_by", "sampling stopped by", digits=0),
+        Column("jitter_pct", "jitter", "%", 2),
         Column("settling_pct", "settling", "%", 2), Column("mfu_pct", "MFU", "%", 1),
         Column("noise_pct", "machine", "%", 2), Column("disturbed", "", digits=0)],
-        note="No interval ('-'): an asynchronous engine (MXNet, or any GPU queue) returns "
-             "before the device finishes, so the spread comes from the trials, and fewer "
-             "than 6 trials give no distribution-free interval. Settling: first trial over "
-             "the rest. MFU: training FLOPs per image (cost model: 3 x forward, 2 FLOPs per "
-             "MAC) x images/s over the machine's fp32 GEMM peak measured by the noise meter "
-             "around the run. Machine: the noise meter's worse probe around the run against "
+        note="Throughput and its 95% interval: the median over trials of each trial's wall "
+             "time per iteration, and the order-statistic interval of that median over the "
+             "trials (each trial one turn of the machine; compared configurations took turns "
+             "trial by trial). No interval ('-'): fewer than 6 trials. Sampling stopped by: "
+             "target width (the interval reached +-target_width), budget (budget_s spent "
+             "first) or fixed trials. Settling: first trial over the rest. MFU: training "
+             "FLOPs per image (cost model: 3 x forward, 2 FLOPs per MAC) x images/s over the "
+             "machine's fp32 GEMM peak measured by the noise meter around the run. Machine: "
+             "the noise meter's median probe around the run's trials against "
              "the sweep's best; below 85% the run was taken while something else used the "
              "machine: its row says so, and it deserves a repeat.")
     for r in ok:
@@ -137,6 +142,8 @@ def shootout(ok: list[dict]) -> Table:
                            "images_per_s": r["images_per_s"],
                            "low": r["images_per_s_low"], "high": r["images_per_s_high"],
                            "t_iter_ms": r["t_iter_s"] * 1e3,
+                           "n_trials": r.get("n_trials"),
+                           "stopped_by": r.get("stopped_by") or "",
                            "jitter_pct": (r["jitter"] or 0) * 100,
                            "settling_pct": None if r["settling"] is None else r["settling"] * 100,
                            "mfu_pct": None if r.get("mfu") is None else r["mfu"] * 100,
@@ -435,9 +442,12 @@ def pipeline_findings(pipe: Table) -> list[str]:
     return out
 
 
-def findings(shoot: Table, scale: Table) -> list[str]:
-    """Plain sentences from the data, saying when a difference is too small to rank."""
-    from harness.stats import intervals_overlap
+def findings(shoot: Table, scale: Table,
+             rounds: dict[str, dict[int, float]] | None = None) -> list[str]:
+    """Plain sentences from the data, saying when a difference is too small to rank: the
+    two fastest frameworks per network and settings, compared by harness/verdicts.py
+    (paired over interleaved rounds when they were measured together)."""
+    from harness import verdicts
 
     out: list[str] = []
     groups: dict[tuple, dict[str, dict]] = defaultdict(dict)
@@ -453,27 +463,8 @@ def findings(shoot: Table, scale: Table) -> list[str]:
             out.append(f"{model} ({cfg}): only {display(top['framework'])} measured, "
                        f"{top['images_per_s']:.1f} images/s.")
             continue
-        second = ranked[1]
-        margin = top["images_per_s"] / second["images_per_s"] - 1
-
-        def ci(r: dict) -> tuple[float, float]:
-            return (r["images_per_s_low"] or math.nan, r["images_per_s_high"] or math.nan)
-
-        missing = [display(r["framework"]) for r in (top, second)
-                   if any(v != v for v in ci(r))]
-        if missing:
-            out.append(f"{model} ({cfg}): {display(top['framework'])} measured {margin:+.1%} "
-                       f"over {display(second['framework'])}, but this cannot be ranked with "
-                       f"confidence: no 95% interval for {' and '.join(missing)} (an "
-                       "asynchronous engine's spread comes from trials; run >= 6 trials).")
-        elif intervals_overlap(ci(top), ci(second)):
-            out.append(f"{model} ({cfg}): {display(top['framework'])} and "
-                       f"{display(second['framework'])} are too close to rank ({margin:+.1%}; "
-                       "their 95% intervals overlap).")
-        else:
-            out.append(f"{model} ({cfg}): {display(top['framework'])} is fastest, {margin:.1%} "
-                       f"ahead of {display(second['framework'])} ({top['images_per_s']:.1f} vs "
-                       f"{second['images_per_s']:.1f} images/s; intervals do not overlap).")
+        v = verdicts.compare_pair(top, ranked[1], rounds or {})
+        out.append(verdicts.sentence(model, cfg, v, lambda r: display(r["framework"])))
     by_scale: dict[tuple, list[dict]] = defaultdict(list)
     largest: dict[tuple, dict] = {}
     for row in scale.rows:

@@ -1,0 +1,52 @@
+"""A stand-in worker for scheduling tests: follows the harness's gate protocol
+(frameworks/gate.py) and the event format exactly like frameworks/worker.py, but each
+"iteration" is a fixed amount of pure-Python arithmetic, so two of them are equally fast
+by construction and only the machine can make one slower. SPIN_NOISE > 0 adds that much
+random relative variation per trial (a noisy configuration)."""
+
+import os
+import random
+import sys
+import time
+
+sys.path.insert(0, os.environ["SPIN_ROOT"])
+from frameworks import events  # noqa: E402
+from frameworks.gate import Gate  # noqa: E402
+
+WORK = int(os.environ.get("SPIN_WORK", "200000"))
+STEPS = int(os.environ.get("SPIN_STEPS", "3"))
+NOISE = float(os.environ.get("SPIN_NOISE", "0"))
+
+
+def spin(n: int) -> int:
+    x = 0
+    for i in range(n):
+        x = (x + i * i) % 1000003
+    return x
+
+
+def main() -> None:
+    rng = random.Random(int(os.environ.get("SPIN_SEED", "0")))
+    events.emit(events.MODEL, rank=0, parameters=0, settings={})
+    gate = Gate.from_env(int(os.environ.get("SPIN_TRIALS", "6")))
+    trial = 0
+    while gate.may_run(trial):
+        if trial == 0:
+            spin(WORK)
+            events.emit(events.WARMUP, rank=0, steps=1, settled=True, times=[])
+        started = time.time()
+        times = []
+        t0 = time.perf_counter()
+        for _ in range(STEPS):
+            a = time.perf_counter()
+            spin(int(WORK * (1 + NOISE * rng.uniform(-1, 1))))
+            times.append(time.perf_counter() - a)
+        wall = time.perf_counter() - t0
+        events.emit(events.TRIAL, rank=0, trial=trial, iter_times=times, wall=wall,
+                    phases={}, started=started)
+        trial += 1
+    events.emit(events.DONE, rank=0)
+
+
+if __name__ == "__main__":
+    main()

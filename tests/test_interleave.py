@@ -1,0 +1,141 @@
+"""Interleaved and adaptive measurement (harness/interleave.py) with real processes.
+
+The stand-in worker (tests/spin_worker.py) speaks the real gate protocol and event format;
+two of them do identical work, so only the machine can make one look faster. A CPU hog
+started for a fixed window is the busy minute of a shared machine.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from frameworks import gate
+from frameworks.contract import RunSpec
+from harness import collect, interleave, noise, verdicts
+from runners.spec import ProcessSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def member(tmp: Path, name: str, **env) -> interleave.Member:
+    spec = RunSpec("torch", "alexnet", batch_size=4, trials=int(env.pop("trials", 10)),
+                   target_width=float(env.pop("target_width", 0)),
+                   budget_s=float(env.pop("budget_s", 30)), timeout_s=60, label=name)
+    path = tmp / name
+    proc = ProcessSpec("worker", 0, (sys.executable, str(ROOT / "tests" / "spin_worker.py")),
+                       {"SPIN_ROOT": str(ROOT), gate.ENV: str(path),
+                        **{k: str(v) for k, v in env.items()}})
+    return interleave.Member(spec, name, [proc], "local", {}, 1, gate_path=path)
+
+
+def row(m: interleave.Member, group: list[interleave.Member]) -> dict:
+    rec = collect.record(m.spec, "t", m.run_id, m.job, {}, schedule=collect.Schedule(
+        order="interleaved", group=",".join(x.run_id for x in group),
+        rounds={t.trial: t.round for t in m.trials}, stopped_by=m.stopped_by))
+    assert rec.row["status"] == "ok", rec.row
+    return rec.row
+
+
+def rounds_of(*members: interleave.Member) -> dict[str, dict[int, float]]:
+    return {m.run_id: {t.round: t.seconds for t in m.trials} for m in members}
+
+
+class Hog:
+    """Every core busy, until stopped (only the PIDs it started are killed)."""
+
+    def __init__(self, cores: int = 2) -> None:
+        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                      for _ in range(cores)]
+
+    def stop(self) -> None:
+        for p in self.procs:
+            p.kill()
+            p.wait()
+
+
+@pytest.mark.slow
+def test_rounds_alternate_and_the_order_is_recorded(tmp_path):
+    a, b = member(tmp_path, "a"), member(tmp_path, "b")
+    interleave.Group([a, b], noise.Meter()).run()
+    assert [t.round for t in a.trials] == list(range(10)) == [t.round for t in b.trials]
+    starts = sorted([(t.started, m.run_id, t.round) for m in (a, b) for t in m.trials])
+    # every round holds both before the next begins, the first in a round rotating
+    assert [r for _, _, r in starts] == [r for r in range(10) for _ in (0, 1)]
+    firsts = [starts[2 * r][1] for r in range(10)]
+    assert firsts == ["a", "b"] * 5
+    assert a.stopped_by == b.stopped_by == "fixed trials"
+
+
+@pytest.mark.slow
+def test_a_busy_window_misranks_sequential_runs_but_not_interleaved_ones(tmp_path):
+    """Two identical configurations; the machine is busy while the first half of the
+    measuring happens. Measured one after the other, the one measured during the busy
+    window loses with confidence (a wrong verdict); measured in interleaved rounds, the
+    busy rounds slow both, and the paired verdict refuses to rank them."""
+    meter = noise.Meter()
+    a, b = member(tmp_path, "seq-a", trials=16), member(tmp_path, "seq-b", trials=16)
+    hog = Hog()
+    try:
+        interleave.Group([a], meter).run()
+    finally:
+        hog.stop()
+    interleave.Group([b], meter).run()
+    ra, rb = row(a, [a]), row(b, [b])
+    ra["group_id"], rb["group_id"] = "1", "2"  # measured apart: independent intervals
+    wrong = verdicts.compare_pair(ra, rb, rounds_of(a, b))
+    assert wrong.method == verdicts.INDEPENDENT
+    assert wrong.confident and wrong.fast is rb and wrong.speedup > 0.2, wrong
+
+    a, b = member(tmp_path, "int-a", trials=16), member(tmp_path, "int-b", trials=16)
+    hog = Hog()
+
+    def end_of_busy_window(rnd: int, _members) -> None:
+        if rnd == 7:
+            hog.stop()
+
+    try:
+        interleave.Group([a, b], meter, on_round=end_of_busy_window).run()
+    finally:
+        hog.stop()
+    ra, rb = row(a, [a, b]), row(b, [a, b])
+    right = verdicts.compare_pair(ra, rb, rounds_of(a, b))
+    assert right.method == verdicts.PAIRED and right.n == 16
+    assert not right.confident, right
+    assert abs(right.speedup) < 0.1
+
+
+@pytest.mark.slow
+def test_a_quiet_run_stops_at_the_target_width_a_noisy_one_at_its_budget(tmp_path):
+    quiet = member(tmp_path, "quiet", trials=6, target_width=0.08, budget_s=60)
+    noisy = member(tmp_path, "noisy", trials=6, target_width=0.03, budget_s=2,
+                   SPIN_NOISE=0.6, SPIN_SEED=1)
+    interleave.Group([quiet, noisy], noise.Meter()).run()
+    q, n = row(quiet, [quiet, noisy]), row(noisy, [quiet, noisy])
+    assert q["stopped_by"] == "target width" and q["interval_halfwidth"] <= 0.08
+    assert q["n_trials"] < 40  # far below what its 60 s budget would allow
+    assert n["stopped_by"] == "budget" and n["interval_halfwidth"] > 0.03
+    assert noisy.measured_s >= 2 and n["n_trials"] >= 6
+
+
+def test_stop_rule():
+    spec = RunSpec("torch", "alexnet", trials=6, target_width=0.05, budget_s=10)
+    assert interleave.stop_reason(spec, [1.0] * 5, 1) == ""  # too few trials
+    assert interleave.stop_reason(spec, [1.0, 1.01, 0.99, 1.0, 1.02, 0.98], 1) == "target width"
+    wide = [1.0, 1.3, 0.8, 1.0, 1.2, 0.9]
+    assert interleave.stop_reason(spec, wide, 5) == ""
+    assert interleave.stop_reason(spec, wide, 10) == "budget"
+    fixed = RunSpec("torch", "alexnet", trials=3, target_width=0)
+    assert interleave.stop_reason(fixed, [1.0, 2.0, 3.0], 0) == "fixed trials"
+
+
+def test_groups_hold_what_is_compared():
+    base = RunSpec("torch", "resnet50", image_size=64, batch_size=16)
+    specs = [base, RunSpec("tensorflow", "resnet50", image_size=64, batch_size=16),
+             RunSpec("torch", "resnet50", image_size=64, batch_size=16, mode="breakdown"),
+             RunSpec("torch", "alexnet", image_size=64, batch_size=16),
+             RunSpec("torch", "resnet50", image_size=64, batch_size=32),
+             RunSpec("mxnet", "resnet50", image_size=64, batch_size=16, order="sequential")]
+    got = interleave.groups(specs, key=lambda s: s)
+    assert got == [specs[:3], [specs[3]], [specs[4]], [specs[5]]]
