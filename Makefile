@@ -13,7 +13,7 @@ help:
 	@echo "make demo       set up, run the default benchmark, write $(RESULTS)/report.html"
 	@echo "make test       set up and run the whole test suite (what CI runs)"
 	@echo "make test-fast  tests that need no framework env, root or daemon (~2 min)"
-	@echo "make bench      benchmarks of the harness itself (bench/, ~25 min)"
+	@echo "make bench      benchmarks of the harness itself (bench/, ~50 min)"
 
 demo:
 	@harness/system-deps.sh --runtime; \
@@ -45,6 +45,7 @@ bench:
 	$$venv/bin/python -m bench.telemetry; \
 	$$venv/bin/python -m bench.comm_ratio; \
 	$$venv/bin/python -m bench.strategies; \
+	$$venv/bin/python -m bench.repeatability; \
 	if command -v podman >/dev/null || command -v docker >/dev/null; then \
 	  $$venv/bin/dnnbench image build torch --base-image $(IMAGE_BASE); \
 	  $$venv/bin/python -m bench.containers; \

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Create (or reuse) the harness's own environment for this checkout and print its path.
-# Keyed by harness/requirements.txt, the Python version and this checkout's path (the
-# project is installed editable, so two clones must not share one); venvs of checkouts
+# Keyed by harness/requirements.txt, setup.cfg (its package list), the Python version and
+# this checkout's path (the project is installed editable, so two clones must not share
+# one); venvs of checkouts
 # that no longer exist are pruned. It never holds a deep-learning framework: those live
 # in the shared, requirement-keyed `dnnbench env setup FRAMEWORK` environments.
 set -euo pipefail
@@ -9,7 +10,7 @@ cd "$(dirname "$0")/.."
 repo=$(pwd -P)
 PY=${PYTHON:-python3}
 CACHE=${DNNBENCH_CACHE:-$HOME/.cache/dnnbench}
-key=$({ cat harness/requirements.txt; "$PY" -c 'import platform; print(platform.python_version(), platform.machine())'; echo "$repo"; } | sha256sum | cut -c1-12)
+key=$({ cat harness/requirements.txt setup.cfg; "$PY" -c 'import platform; print(platform.python_version(), platform.machine())'; echo "$repo"; } | sha256sum | cut -c1-12)
 venv="$CACHE/envs/harness-$key"
 mkdir -p "$CACHE/envs"
 quiet() { "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }

@@ -96,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--report", help="also render the HTML report to this path")
     p_run.add_argument("--retry-failed", action="store_true",
                        help="run again configurations stored as failed or timed out")
+    p_run.add_argument("--remeasure-disturbed", action="store_true",
+                       help="measure again ok runs taken while the machine was disturbed (noise "
+                            "meter below 85%% of the sweep's best); each new row replaces the "
+                            "old one only once it is stored")
     p_run.add_argument("--verbose", "-v", action="store_true", help="stream worker output")
     p_run.add_argument("--ignore-memory-check", action="store_true",
                        help="run even when the cost model estimates more memory than this "
@@ -228,6 +232,11 @@ def build_parser() -> argparse.ArgumentParser:
     p_res.add_argument("--trace", metavar="RUN_ID",
                        help="write a Chrome/Perfetto trace of a breakdown run (-o FILE)")
     p_res.add_argument("-o", "--output", default="trace.json", help="trace file (trace.json)")
+    p_res.add_argument("--verdicts", action="store_true",
+                       help="every pair of frameworks per network and settings: which is "
+                            "faster, by how much, its 95%% interval (paired over interleaved "
+                            "rounds where they were measured together) and whether the report "
+                            "states it with confidence")
 
     p_data = sub.add_parser(
         "data", help="make or check an ImageNet-style JPEG dataset",
@@ -453,6 +462,7 @@ def cmd_run(args: argparse.Namespace) -> int:
           f"({len(exp.runs) - len(exp.runnable)} skipped as unsupported); results -> {args.db}")
     with Store(args.db) as store:
         summary = sweep.run_experiment(exp, store, retry_failed=args.retry_failed,
+                                       remeasure_disturbed=args.remeasure_disturbed,
                                        stream_output=args.verbose,
                                        telemetry_interval_s=args.telemetry_interval,
                                        slurm_options=slurm_opts,
@@ -510,8 +520,23 @@ def cmd_results(args: argparse.Namespace) -> int:
         if args.json:
             export.write_json(store, args.json, args.experiment, **filters)
             print(f"JSON: {args.json}")
-        if not args.csv and not args.json:
+        if not args.csv and not args.json and not args.verdicts:
             export.print_table(store, args.experiment, **filters)
+    if args.verdicts:
+        from harness import results
+
+        table = results.verdicts(results.load(args.db, args.experiment),
+                                 mode=args.mode or "throughput")
+        if table.empty:
+            print("no pair of frameworks measured with the same network and settings")
+        for v in table.to_dict("records"):
+            interval = ("no 95% interval" if v["low"] != v["low"] or v["low"] is None else
+                        f"[{v['low']:+.1%}, {v['high']:+.1%}]")
+            how = (f"paired, {v['rounds']} rounds" if v["method"] == "paired"
+                   else "independent runs")
+            print(f"{v['model']} {v['config']}: {v['faster']} vs {v['slower']} "
+                  f"{v['speedup']:+.1%} {interval} ({how}): "
+                  + ("faster" if v["confident"] else "too close to rank"))
     return 0
 
 

@@ -198,20 +198,25 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def add(self, rec: RunRecord) -> bool:
+    def add(self, rec: RunRecord, replaces: str | None = None) -> bool:
         """Store a run with all its raw samples in one transaction; False (nothing stored)
         when this experiment already holds a finished row (ok or skipped) for the same
         configuration, e.g. written by another sweep on the same database meanwhile.
 
         The check runs inside the write transaction (BEGIN IMMEDIATE takes SQLite's write
         lock first), so two sweeps writing at once neither duplicate nor lose a row: the
-        second one sees the first one's row. A failed row is replaced by a retry."""
+        second one sees the first one's row. A failed row is replaced by a retry; an ok row
+        only when named in `replaces` (a disturbed run measured again), in the same
+        transaction, so the old result stays until the new one is stored."""
         row = {k: rec.row.get(k) for k in COLUMN_NAMES}
         for key in ("spec_json", "manifest_json"):
             if row[key] is not None and not isinstance(row[key], str):
                 row[key] = json.dumps(row[key], sort_keys=True)
         with self.conn:  # one transaction: the run and all its raw samples, or nothing
             self.conn.execute("BEGIN IMMEDIATE")
+            if replaces:
+                for table in ("iterations", "phases", "trials", "telemetry", "runs"):
+                    self.conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (replaces,))
             existing = self.conn.execute(
                 "SELECT run_id, status FROM runs WHERE experiment = ? AND config_hash = ?",
                 (row["experiment"], row["config_hash"])).fetchall()

@@ -211,6 +211,7 @@ def write_sbatch_scripts(exp: Experiment, directory: str,
 
 
 def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
+                   remeasure_disturbed: bool = False,
                    stream_output: bool = False, out: TextIO | None = None,
                    telemetry_interval_s: float = DEFAULT_INTERVAL_S,
                    slurm_options: SlurmOptions | None = None,
@@ -221,11 +222,14 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
     sampled every `telemetry_interval_s` (0: off)."""
     environments = check_environments(exp)
     images = check_images(exp, container_options or ContainerOptions())
-    done = {r["config_hash"]: r["status"] for r in store.runs(
-        "WHERE experiment = ?", (exp.name,))}
+    stored = store.runs("WHERE experiment = ?", (exp.name,))
+    done = {r["config_hash"]: r["status"] for r in stored}
+    disturbed = {r["config_hash"]: r["run_id"] for r in stored if r["status"] == "ok"
+                 and r.get("noise_ratio") is not None and r["noise_ratio"] < noise.DISTURBED}
     keep = {"ok", "skipped"} | (set() if retry_failed else {"failed", "timeout"})
     summary = SweepSummary()
-    todo = [p for p in exp.runs if done.get(p.spec.config_hash()) not in keep]
+    todo = [p for p in exp.runs if done.get(p.spec.config_hash()) not in keep
+            or (remeasure_disturbed and p.spec.config_hash() in disturbed)]
     summary.reused = len(exp.runs) - len(todo)
     prog = Progress(len(todo), stream=out)
     if summary.reused:
@@ -233,10 +237,14 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
                                                                               "timeout"))
         hint = (f" ({failed} of them failed: add --retry-failed to measure them again)"
                 if failed and not retry_failed else "")
+        if disturbed and not remeasure_disturbed:
+            hint += (f" ({len(disturbed)} measured while the machine was disturbed: add "
+                     "--remeasure-disturbed to measure them again)")
         prog.note(f"resuming {exp.name}: {summary.reused} of {len(exp.runs)} runs already "
                   f"stored{hint}, {len(todo)} to go")
     ctx = _SweepContext(exp, store, environments, images, slurm_options, stream_output,
                         telemetry_interval_s, prog, summary)
+    ctx.replaces = disturbed if remeasure_disturbed else {}
     index = 0
     try:
         with tempfile.TemporaryDirectory(prefix="dnnbench-gate-") as gates:
@@ -268,6 +276,8 @@ class _SweepContext:
         self.meter = noise.Meter()
         self.made_cluster = self.used_cluster = False
         self.gates = Path(tempfile.gettempdir())
+        #: config_hash -> run_id of a disturbed ok row that a new measurement replaces
+        self.replaces: dict[str, str] = {}
 
     def _record_now(self, spec, status: str, reason: str, host: dict) -> None:
         self.store.add(RunRecord(collect.base_row(spec, self.exp.name, collect.new_run_id(),
@@ -278,7 +288,8 @@ class _SweepContext:
         members: list[interleave.Member] = []
         for planned in group:
             spec = planned.spec
-            if self.store.finished(self.exp.name, spec.config_hash()):  # another sweep
+            if (spec.config_hash() not in self.replaces
+                    and self.store.finished(self.exp.name, spec.config_hash())):  # another sweep
                 summary.reused += 1
                 prog.note(f"  {describe(spec)}: already stored by another sweep on this "
                           "database")
@@ -318,11 +329,12 @@ class _SweepContext:
                                   and b[0].job.ok], cluster, quiet=True)
             raise
         lines = self._store_finished(built, cluster)
-        for line in lines[:-1]:
+        if len(built) == 1:
+            prog.end(lines[0].strip().split(": ", 1)[-1], runs=1)
+            return
+        for line in lines:
             prog.note(line)
-        prog.end(lines[-1] if len(built) == 1 else f"{len(built)} runs measured", runs=len(built))
-        if len(built) > 1:
-            prog.note(lines[-1])
+        prog.end(f"{len(built)} runs measured", runs=len(built))
 
     def _member(self, spec, cluster) -> tuple[interleave.Member, dict]:
         key = (spec.framework, variant_for(spec.device))
@@ -388,7 +400,7 @@ class _SweepContext:
             row = rec.row
             if m.probes:
                 row.update(self.meter.columns(m.probes, spec, row.get("images_per_s")))
-            if not self.store.add(rec):
+            if not self.store.add(rec, replaces=self.replaces.get(spec.config_hash())):
                 self.summary.reused += 1
                 lines.append(f"  {describe(spec)}: not stored: another sweep on this database "
                              f"stored this configuration while it ran ({row['status']} here)")

@@ -70,3 +70,20 @@ def test_every_run_stores_its_probes_and_mfu(torch_env, tmp_path):
     # it somewhat, never by much (measured here: probe 245, PyTorch's matmul 213 GFLOP/s)
     assert 0 < mfu < 1.5, mfu
     assert "MFU" in r.stdout
+
+    # a run taken while the machine was disturbed (its probes marked so) is measured again
+    # on request, and its new row replaces the old one
+    con = sqlite3.connect(db)
+    (old_id,) = con.execute("SELECT run_id FROM runs").fetchone()
+    with con:
+        con.execute("UPDATE runs SET noise_ratio = 0.5")
+    args = ("run", "--framework", "torch", "--model", "resnet50", "--image-size", "32",
+            "--batch", "4", "--steps", "4", "--warmup", "1", "--trials", "2",
+            "--target-width", "0", "--db", str(db))
+    again = run_cli(*args)
+    assert again.returncode == 0 and "add --remeasure-disturbed" in again.stdout, again.stdout
+    again = run_cli(*args, "--remeasure-disturbed")
+    assert again.returncode == 0, again.stdout + again.stderr
+    rows = con.execute("SELECT run_id, status FROM runs").fetchall()
+    assert len(rows) == 1 and rows[0][0] != old_id and rows[0][1] == "ok"
+    assert con.execute("SELECT COUNT(*) FROM trials WHERE run_id = ?", (old_id,)).fetchone() == (0,)

@@ -1,0 +1,5 @@
+"""`from dnnbench import results`: see harness/results.py for the frames and columns."""
+
+from harness.results import COLUMNS, Results, ResultsError, describe, load, verdicts
+
+__all__ = ["COLUMNS", "Results", "ResultsError", "describe", "load", "verdicts"]

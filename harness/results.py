@@ -1,0 +1,134 @@
+"""Results for analysis: a results database as tidy pandas frames.
+
+    from dnnbench import results
+    r = results.load("results/default.db")       # every table, one frame each
+    r.runs[["framework", "model", "images_per_s", "mfu"]]
+    results.verdicts(r)                            # who is faster, and can it be said
+
+Frames (one row per observation; the columns and units are in `COLUMNS` and in
+`results.describe()`):
+  runs        one row per run: the documented RUN_COLUMNS (harness/store.py), `spec` and
+              `manifest` parsed from JSON
+  trials      rank 0's trials: run_id, trial, round (of its interleaved group), started
+              (unix s), seconds (wall / timed iterations), wall (s), iterations
+  iterations  every timed iteration: run_id, rank, trial, iter, seconds
+  phases      breakdown mode, every phase of every iteration: ... phase, seconds
+  telemetry   resource samples: run_id, tag, t (s from launch), cpu_cores, rss_bytes, gpu_*
+  comm        commbench: one row per library, ranks, link and message size
+  verdicts    (function) every pair of frameworks per network and settings, compared
+              the way the report does (harness/verdicts.py)
+The report and `dnnbench results --verdicts` call the same verdict function.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from harness.store import RUN_COLUMNS, Store
+
+#: table -> [(column, unit, meaning)]
+COLUMNS: dict[str, list[tuple[str, str, str]]] = {
+    "runs": [(n, u, m) for n, _, u, m in RUN_COLUMNS],
+    "trials": [("run_id", "", "the run"), ("trial", "", "trial number, from 0"),
+               ("round", "", "round of its interleaved group (empty: measured alone)"),
+               ("started", "unix s", "when the trial began"),
+               ("seconds", "s", "wall time over timed iterations: the trial's sample"),
+               ("wall", "s", "trial wall time"), ("iterations", "", "timed iterations")],
+    "iterations": [("run_id", "", "the run"), ("rank", "", "worker rank"),
+                   ("trial", "", "trial number"), ("iter", "", "iteration in the trial"),
+                   ("seconds", "s", "host time of the iteration")],
+    "phases": [("run_id", "", "the run"), ("rank", "", "worker rank"),
+               ("trial", "", "trial number"), ("iter", "", "iteration in the trial"),
+               ("phase", "", "io | h2d | forward | backward | comm | update"),
+               ("seconds", "s", "time of the phase, synchronised")],
+    "telemetry": [("run_id", "", "the run"), ("tag", "", "process (worker0) or gpuN"),
+                  ("t", "s", "since launch"), ("cpu_cores", "cores", "CPU use of the tree"),
+                  ("rss_bytes", "bytes", "resident memory of the tree"),
+                  ("gpu_util", "%", "GPU utilisation"),
+                  ("gpu_mem_bytes", "bytes", "GPU memory used"),
+                  ("gpu_power_w", "W", "GPU power")],
+    "comm": [("library", "", "collective library"), ("op", "", "collective"),
+             ("ranks", "", "processes"), ("nodes", "", "hosts"), ("link", "", "emulated link"),
+             ("bytes", "bytes", "message size"), ("median_s", "s", "median time"),
+             ("algbw", "GB/s", "bytes / time"), ("busbw", "GB/s", "nccl-tests bus bandwidth"),
+             ("wrong", "", "results that were not the expected sum")],
+}
+
+
+class ResultsError(ValueError):
+    """The database cannot be loaded; the message names it."""
+
+
+@dataclass
+class Results:
+    """One results database as frames (see the module docstring for their columns)."""
+
+    runs: pd.DataFrame
+    trials: pd.DataFrame
+    iterations: pd.DataFrame
+    phases: pd.DataFrame
+    telemetry: pd.DataFrame
+    comm: pd.DataFrame
+    path: str = ""
+
+
+def _frame(store: Store, table: str, where: str = "", params: tuple = ()) -> pd.DataFrame:
+    cur = store.conn.execute(f"SELECT * FROM {table} {where}", params)
+    return pd.DataFrame(cur.fetchall(), columns=[d[0] for d in cur.description])
+
+
+def load(path: str | Path, experiment: str | None = None) -> Results:
+    """Every table of the database at `path` (only `experiment`'s runs, if given)."""
+    if not Path(path).is_file():
+        raise ResultsError(f"results database {path} does not exist")
+    with Store(path) as store:
+        where, params = ("WHERE experiment = ?", (experiment,)) if experiment else ("", ())
+        runs = _frame(store, "runs", where + " ORDER BY started", params)
+        for col in ("spec_json", "manifest_json"):
+            runs[col[:-5]] = [json.loads(v) if v else {} for v in runs.pop(col)]
+        ids = set(runs["run_id"])
+
+        def of_runs(table: str) -> pd.DataFrame:
+            df = _frame(store, table)
+            return df[df["run_id"].isin(ids)].reset_index(drop=True)
+
+        out = Results(runs=runs, trials=of_runs("trials"), iterations=of_runs("iterations"),
+                      phases=of_runs("phases"), telemetry=of_runs("telemetry"),
+                      comm=_frame(store, "comm", where, params), path=str(path))
+    return out
+
+
+def describe(table: str = "runs") -> pd.DataFrame:
+    """The documented columns of one frame, with units."""
+    return pd.DataFrame(COLUMNS[table], columns=["column", "unit", "meaning"])
+
+
+def verdicts(res: Results, mode: str = "throughput") -> pd.DataFrame:
+    """Every pair of frameworks per network and settings (single worker, synthetic data,
+    this mode): the faster one, by how much, its 95% interval, paired or independent,
+    and whether the report would state it with confidence."""
+    import itertools
+
+    from harness import verdicts as V
+    from reports.tables import config
+
+    ok = res.runs[(res.runs["status"] == "ok") & (res.runs["mode"] == mode)]
+    rows = [r for r in ok.to_dict("records") if r.get("data") in (None, "synthetic")]
+    rounds = V.round_times(res.trials.to_dict("records"))
+    by: dict[tuple, list[dict]] = {}
+    for r in rows:
+        by.setdefault((r["model"], config(r)), []).append(r)
+    out = []
+    for (model, cfg), runs in sorted(by.items()):
+        for a, b in itertools.combinations(sorted(runs, key=lambda r: r["framework"]), 2):
+            v = V.compare_pair(a, b, rounds)
+            out.append({"model": model, "config": cfg, "faster": v.fast["framework"],
+                        "slower": v.slow["framework"], "speedup": v.speedup, "low": v.low,
+                        "high": v.high, "method": v.method, "rounds": v.n,
+                        "confident": v.confident})
+    return pd.DataFrame(out, columns=["model", "config", "faster", "slower", "speedup", "low",
+                                      "high", "method", "rounds", "confident"])
