@@ -87,6 +87,22 @@ def compare(a_path: str, b_path: str, experiment: str | None = None) -> list[Pai
     return sorted(pairs, key=lambda p: p.description)
 
 
+def machine(pairs: list[Pair], side: str) -> str:
+    """What the noise meter saw on one side (median over its matched runs): two results
+    far apart on a machine whose own probes moved too are a machine change, not a code
+    change."""
+    from harness.stats import median
+
+    rows = [getattr(p, side) for p in pairs if getattr(p, side)]
+    g = [r["machine_gflops"] for r in rows if r.get("machine_gflops")]
+    c = [r["machine_copy_gbs"] for r in rows if r.get("machine_copy_gbs")]
+    n = [r["noise_ratio"] for r in rows if r.get("noise_ratio")]
+    if not g:
+        return "no noise-meter probes stored"
+    return (f"noise meter: GEMM peak {median(g):.0f} GFLOP/s, copy {median(c):.1f} GB/s, "
+            f"median probe at {median(n):.0%} of its sweep's best")
+
+
 def table(pairs: list[Pair], a_name: str, b_name: str) -> str:
     def cell(row: dict | None) -> str:
         if row is None:
@@ -95,7 +111,7 @@ def table(pairs: list[Pair], a_name: str, b_name: str) -> str:
         return f"{row['images_per_s']:.1f} [{lo:.1f}, {hi:.1f}]"
 
     width = max([len(p.description) for p in pairs] + [13])
-    lines = [f"A = {a_name}", f"B = {b_name}",
+    lines = [f"A = {a_name} ({machine(pairs, 'a')})", f"B = {b_name} ({machine(pairs, 'b')})",
              f"{'configuration':<{width}}  {'A images/s [95%]':>24}  {'B images/s [95%]':>24}  "
              f"{'B vs A':>7}  verdict"]
     for p in pairs:
