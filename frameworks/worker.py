@@ -132,6 +132,10 @@ def _trials(spec: RunSpec, trainer, rank: int, world: int, steps: int):
     while gate.may_run(trial):
         if trial == 0:
             w = warm_up(trainer, steps, detect=world == 1)
+            if spec.mode == "breakdown" and steps:
+                # the per-phase path is separate code (TensorFlow traces a function per
+                # phase on first call): warm it too, or trial 0 times the tracing
+                run_trial(trainer, 1, "breakdown")
             events.emit(events.WARMUP, rank=rank, steps=w.steps, settled=w.settled,
                         times=w.times, interleaved=gate.interleaved)
         elif gate.interleaved:

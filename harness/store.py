@@ -88,10 +88,10 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
      "worker's whole process tree while measuring: each shared page divided among the "
      "processes sharing it, so the tree's real footprint (sampled every few seconds)"),
     ("machine_gflops", "REAL", "GFLOP/s", "the noise meter's fp32 GEMM on every core of "
-     "the harness host, best of the probes before and after the run (harness/noise.py)"),
+     "the harness host, best of the probes around the run's trials (harness/noise.py)"),
     ("machine_copy_gbs", "REAL", "GB/s", "the noise meter's memory copy bandwidth"),
-    ("noise_ratio", "REAL", "", "the median probe around the run's trials over the sweep's best: "
-     "below 0.85 the machine was measurably disturbed"),
+    ("noise_ratio", "REAL", "", "the median probe around the run's trials over the sweep's "
+     "best: below 0.85 the machine was measurably disturbed"),
     ("mfu", "REAL", "", "model FLOPs utilisation: forward+backward FLOPs per image (cost "
      "model) x images/s over machine_gflops; CPU runs on this host only"),
     ("cpu_cores_per_worker", "REAL", "cores", "mean CPU use of one worker's process tree "

@@ -345,6 +345,11 @@ class _SweepContext:
         procs, launcher = _placed(spec, python, self.source_root, run_id, cluster)
         if spec.memory_limit_mb:
             procs = [replace(p, memory_limit_bytes=spec.memory_limit_mb * 2**20) for p in procs]
+        if image is not None:
+            # `python -m` puts its working directory first on sys.path: inside the image
+            # that is the copy baked in at build time (/opt/dnnbench), which must not win
+            # over the mounted checkout the harness speaks to
+            procs = [replace(p, cwd=p.cwd or self.source_root) for p in procs]
         gated = launcher != "slurm" and spec.resolved_launcher != "slurm"
         gate_path = self.gates / run_id if gated else None
         if gate_path is not None:

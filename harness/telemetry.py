@@ -159,6 +159,7 @@ class Sampler:
         self._t0 = time.monotonic()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="telemetry")
         self._paused = False
+        self._lock = threading.Lock()  # ticks come from its thread and from turn changes
 
     def add(self, tag: str, pid: int) -> None:
         self.roots[tag] = pid
@@ -169,17 +170,24 @@ class Sampler:
             self._scanned = -RESCAN_S  # processes exist now: find all of them next tick
 
     def turn_begins(self) -> None:
-        """An interleaved run's turn: sample from now until `turn_ends`."""
+        """An interleaved run's turn: sample from now until `turn_ends`. A baseline read
+        now and a sample at the end give every turn, however short against the
+        interval, at least one CPU rate covering exactly the turn."""
         self.measuring()
-        self.data.turns.append([time.monotonic() - self._t0, None])
-        self._paused = False
+        with self._lock:
+            self._prev.clear()  # the idle time before is not this run's CPU use
+            self.tick(record=False)
+            self.data.turns.append([time.monotonic() - self._t0, None])
+            self._paused = False
 
     def turn_ends(self) -> None:
         """Its turn is over: it waits idle (not sampled) until the next one."""
-        if self.data.turns and self.data.turns[-1][1] is None:
-            self.data.turns[-1][1] = time.monotonic() - self._t0
-        self._paused = True
-        self._prev.clear()  # the next turn's CPU rates start afresh
+        with self._lock:
+            if self.data.turns and self.data.turns[-1][1] is None:
+                if not self._paused:
+                    self.tick()
+                self.data.turns[-1][1] = time.monotonic() - self._t0
+            self._paused = True
 
     def start(self) -> Sampler:
         self._thread.start()
@@ -192,11 +200,12 @@ class Sampler:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
-            if not self._paused:
-                self.tick()
+            with self._lock:
+                if not self._paused:
+                    self.tick()
         self.data.cpu_seconds = time.thread_time()  # this thread's own CPU time, all ticks
 
-    def tick(self) -> None:
+    def tick(self, record: bool = True) -> None:
         """One sample of every registered tree. The whole of /proc is scanned only every
         RESCAN_S (to find new children such as loader processes); in between only the
         known members are read: on a machine whose cores training keeps busy, every
@@ -236,7 +245,8 @@ class Sampler:
                     cores += (info[3] - prev[1]) / TICK / (now - prev[0])
                     have_rate = True
                 self._prev[pid] = (now, info[3])
-            self.data.samples.append(Sample(tag, t, cores if have_rate else None, rss,
-                                            pss_bytes=pss))
-        if self._nvml is not None and self._nvml.handles:
+            if record:
+                self.data.samples.append(Sample(tag, t, cores if have_rate else None, rss,
+                                                pss_bytes=pss))
+        if record and self._nvml is not None and self._nvml.handles:
             self.data.samples.extend(self._nvml.sample(t))

@@ -75,6 +75,8 @@ def container_command(spec: ProcessSpec, image: str, engine: str = "podman",
         # it shares its caller's network: enter the emulated host's namespace first
         cmd = ["nsenter", f"--net=/run/netns/{netns}", "--"] if netns else []
         cmd += [engine, "exec", "--cleanenv"]
+        if spec.cwd:
+            cmd += ["--pwd", spec.cwd]
         if gpus:
             cmd.append("--nv")
         for m in binds:

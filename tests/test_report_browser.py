@@ -99,7 +99,7 @@ def test_report_in_headless_chromium(report_db, tmp_path):
         heads.nth(col).click()
         assert column() == sorted(up, reverse=True)
         assert page.locator("#failures").count() == 1
-        assert "no result within timeout_s = 0.5 s" in page.inner_text("#failures")
+        assert "no progress within timeout_s = 0.5 s" in page.inner_text("#failures")
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
         browser.close()
