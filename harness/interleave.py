@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -155,6 +154,7 @@ class Member:
     launch_error: Exception | None = None
     timed_out: bool = False  # the harness stopped it: no progress within timeout_s
     _models: int = 0
+    _c0: dict | None = None  # emulated-host byte counters at start
     _cancel: threading.Event = field(default_factory=threading.Event)
     _ready: threading.Event = field(default_factory=threading.Event)
     _finished: threading.Event = field(default_factory=threading.Event)
@@ -281,11 +281,6 @@ class Group:
         self.members = members
         self.meter = meter
         self.on_round = on_round
-        self._dir: tempfile.TemporaryDirectory | None = None
-
-    @staticmethod
-    def gate_dir() -> tempfile.TemporaryDirectory:
-        return tempfile.TemporaryDirectory(prefix="dnnbench-gate-")
 
     def run(self) -> None:
         try:

@@ -100,16 +100,3 @@ def sentence(model: str, cfg: str, v: Verdict, name) -> str:
                 f"{v.slow['images_per_s']:.1f} images/s; {v.interval_text()}).")
     return (f"{model} ({cfg}): {name(v.fast)} and {name(v.slow)} are too close to rank "
             f"({v.speedup:+.1%}; {v.interval_text()} includes 0).")
-
-
-def contradictions(first: list[Verdict], second: list[Verdict], key) -> list[str]:
-    """Confident statements of one list that the other confidently reverses (`key` maps a
-    verdict to the comparison it is about, e.g. network + settings)."""
-    def winners(vs: list[Verdict]) -> dict:
-        return {key(v): (v.fast["framework"], v.slow["framework"]) for v in vs
-                if v.confident}
-
-    a, b = winners(first), winners(second)
-    return [f"{k}: {a[k][0]} ahead of {a[k][1]} in one, {b[k][0]} ahead in the other"
-            for k in sorted(set(a) & set(b), key=str) if a[k][0] != b[k][0]
-            and set(a[k]) == set(b[k])]

@@ -5,6 +5,7 @@ two of them do identical work, so only the machine can make one look faster. A C
 started for a fixed window is the busy minute of a shared machine.
 """
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -43,11 +44,16 @@ def rounds_of(*members: interleave.Member) -> dict[str, dict[int, float]]:
 
 
 class Hog:
-    """Every core busy, until stopped (only the PIDs it started are killed)."""
+    """Two busy processes per core, until stopped (only the PIDs it started are killed):
+    a measured process then gets about a third of a core, far beyond the jitter of a
+    shared machine."""
 
-    def __init__(self, cores: int = 2) -> None:
-        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-                      for _ in range(cores)]
+    def __init__(self) -> None:
+        # each in a session of its own, like the workers: with the kernel's autogroup
+        # scheduling, CPU is shared fairly between sessions, not between processes
+        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                                       start_new_session=True)
+                      for _ in range(2 * (os.cpu_count() or 1))]
 
     def stop(self) -> None:
         for p in self.procs:
@@ -103,7 +109,7 @@ def test_a_busy_window_misranks_sequential_runs_but_not_interleaved_ones(tmp_pat
     right = verdicts.compare_pair(ra, rb, rounds_of(a, b))
     assert right.method == verdicts.PAIRED and right.n == 16
     assert not right.confident, right
-    assert abs(right.speedup) < 0.1
+    assert abs(right.speedup) < 0.15
 
 
 @pytest.mark.slow
