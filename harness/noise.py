@@ -20,6 +20,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from harness.stats import median
+
 #: A run whose probe fell below this fraction of the sweep's best was disturbed.
 DISTURBED = 0.85
 GEMM_N = 1024  # 2 GFLOP per product: ~10 ms at ~200 GFLOP/s, enough products per probe
@@ -81,16 +83,11 @@ class Meter:
         out: dict[str, float | None] = {
             "machine_gflops": peak,
             "machine_copy_gbs": max(p.copy_gbs for p in probes),
-            "noise_ratio": _median([p.gemm_gflops for p in probes]) / self.best,
+            "noise_ratio": median([p.gemm_gflops for p in probes]) / self.best,
             "mfu": None}
         if images_per_s and spec.device == "cpu" and spec.resolved_launcher != "slurm":
             out["mfu"] = train_flops_per_image(spec) * images_per_s / (peak * 1e9)
         return out
-
-
-def _median(xs: list[float]) -> float:
-    s = sorted(xs)
-    return s[len(s) // 2] if len(s) % 2 else 0.5 * (s[len(s) // 2 - 1] + s[len(s) // 2])
 
 
 def train_flops_per_image(spec) -> float:
