@@ -248,7 +248,8 @@ devices_per_node = 1
             k for k, v in ctr.items() if v is not None} - volatile
         assert ctr["cpu_cores_per_worker"] > 0.3 and ctr["tree_rss_peak_mb"] > 50
         assert 0.5 < ctr["images_per_s"] / venv["images_per_s"] < 2.0
-        assert ctr["final_loss"] == pytest.approx(venv["final_loss"], rel=1e-4)  # same math
+        if venv["warmup_steps"] == ctr["warmup_steps"]:  # detected warm-up may differ
+            assert ctr["final_loss"] == pytest.approx(venv["final_loss"], rel=1e-4)  # same math
         m_venv, m_ctr = (json.loads(r["manifest_json"]) for r in (venv, ctr))
         assert m_ctr["host"]["container"]["image"] == torch_image
         assert m_ctr["host"]["container"]["image_id"]
