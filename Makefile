@@ -1,7 +1,8 @@
 # The two commands of the README's quick start are `make demo` and `make test`.
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
-FRAMEWORKS ?= torch tensorflow mxnet
+# empty: every registered framework (a folder of frameworks/ that declares SUPPORT)
+FRAMEWORKS ?=
 RESULTS ?= results
 # base image for `make bench`'s container image: local = a debootstrap base made here (no
 # registry needed); python:3.11-slim-bookworm where a registry is reachable

@@ -16,18 +16,15 @@ import sys
 import time
 
 from frameworks import events
+from frameworks.contract import SUPPORT
 
-#: library name -> module providing the collective operations
-LIBRARIES = {
-    "torch-gloo": "frameworks.torch.collectives",
-    "torch-nccl": "frameworks.torch.collectives",
-    "mpi": "frameworks.mpi_collectives",
-    "horovod-gloo": "frameworks.horovod.collectives",
-    "horovod-mpi": "frameworks.horovod.collectives",
-    "tf-ring": "frameworks.tensorflow.collectives",
-    "tf-nccl": "frameworks.tensorflow.collectives",
-    "mxnet-kvstore": "frameworks.mxnet.collectives",
-}
+#: library name -> module providing the collective operations: MPI and Horovod here, each
+#: framework's own libraries (SUPPORT.comm_libraries) in frameworks/<fw>/collectives.py
+LIBRARIES = {"mpi": "frameworks.mpi_collectives",
+             "horovod-gloo": "frameworks.horovod.collectives",
+             "horovod-mpi": "frameworks.horovod.collectives",
+             **{lib: f"frameworks.{fw}.collectives" for fw, sup in SUPPORT.items()
+                for lib in sup.comm_libraries}}
 
 
 def main() -> int:

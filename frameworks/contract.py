@@ -14,15 +14,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Protocol
+
+from frameworks.support import DEVICES, LAYOUTS, PRECISIONS, FrameworkSupport, registered
 
 #: "loader" times the input pipeline alone (no training): its images/s is the ceiling the
 #: data loader puts on training, so a report can say input-bound or compute-bound.
 MODES = ("throughput", "breakdown", "loader")
-DEVICES = ("cpu", "cuda")
-PRECISIONS = ("fp32", "amp")
-LAYOUTS = ("auto", "channels_first", "channels_last")
 MODELS = ("alexnet", "googlenet", "resnet50")
 #: Strategies: "single" (one worker), "allreduce" (the framework's own data-parallel
 #: allreduce: PyTorch DDP, TF MultiWorkerMirrored), "horovod", "ps-sync" (synchronous
@@ -41,48 +40,8 @@ ENVS = ("venv", "container")
 ORDERS = ("interleaved", "sequential")
 
 
-@dataclass(frozen=True)
-class FrameworkSupport:
-    """What one framework can run; the single table every validation reads."""
-
-    display: str
-    strategies: tuple[str, ...]
-    devices: tuple[str, ...] = DEVICES
-    precisions: tuple[str, ...] = PRECISIONS
-    layouts: tuple[str, ...] = LAYOUTS
-    import_name: str = ""  # the module whose import proves the environment works
-    xla: bool = False  # can compile training steps with XLA
-    unsupported: dict[str, str] = field(default_factory=dict)  # strategy -> why not
-    #: strategies whose breakdown mode / real-data input cannot work -> why not
-    phase_unsupported: dict[str, str] = field(default_factory=dict)
-    data_unsupported: dict[str, str] = field(default_factory=dict)
-
-
-SUPPORT: dict[str, FrameworkSupport] = {
-    "torch": FrameworkSupport(
-        display="PyTorch", strategies=("single", "allreduce", "horovod"), import_name="torch",
-        unsupported={"ps-sync": "PyTorch has no native parameter server",
-                     "ps-async": "PyTorch has no native parameter server"}),
-    "tensorflow": FrameworkSupport(
-        display="TensorFlow", strategies=("single", "allreduce", "horovod", "ps-async"),
-        import_name="tensorflow",
-        unsupported={"ps-sync": "TensorFlow 2 has no reliable synchronous parameter server: "
-                                "ParameterServerStrategy is asynchronous, and the TF1-compat "
-                                "SyncReplicasOptimizer path stalls (30 s recovery waits, "
-                                "starving workers) and lost tf.compat.v1.layers under Keras 3"},
-        phase_unsupported={"ps-async": "steps run remotely on the workers, scheduled by the "
-                                       "chief: the phases cannot be timed apart"},
-        data_unsupported={"ps-async": "each worker reads a per-worker synthetic dataset; "
-                                      "real-data input is not wired for it"},
-        xla=True),
-    "mxnet": FrameworkSupport(
-        display="MXNet", strategies=("single", "horovod", "ps-sync", "ps-async"),
-        import_name="mxnet",
-        unsupported={"allreduce": "MXNet's own allreduce (kvstore 'device'/'nccl') reduces "
-                                  "across the GPUs of one process; across processes MXNet "
-                                  "aggregates through its parameter server (ps-sync) or "
-                                  "Horovod (strategy 'horovod')"}),
-}
+#: Every framework, from its own folder (frameworks/support.py): name -> what it supports.
+SUPPORT: dict[str, FrameworkSupport] = registered()
 
 
 class SpecError(ValueError):
@@ -439,11 +398,14 @@ def validate(spec: RunSpec) -> None:
     for name, allowed in (("device", sup.devices), ("precision", sup.precisions),
                           ("layout", sup.layouts)):
         if getattr(spec, name) not in allowed:
+            why = f" ({sup.layout_unsupported})" if name == "layout" and \
+                sup.layout_unsupported else ""
             raise UnsupportedError(f"{name} = {getattr(spec, name)!r} is unsupported for "
-                                   f"{spec.framework}; supported: {', '.join(allowed)}")
+                                   f"{spec.framework}{why}; supported: {', '.join(allowed)}")
     if spec.xla and not sup.xla:
         raise UnsupportedError(f"xla = true is unsupported for {spec.framework}; only "
-                               "frameworks with XLA compilation (tensorflow) take it")
+                               "frameworks where XLA is optional take it ("
+                               + ", ".join(f for f, s in SUPPORT.items() if s.xla) + ")")
     if spec.mode == "loader" and not spec.data:
         raise SpecError("mode = 'loader' times the input pipeline alone and needs a dataset: "
                         "set data to an ImageNet-style folder (dnnbench data make DIR)")

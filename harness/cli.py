@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from frameworks.contract import SUPPORT
 from harness.cli_input import (
     MAX_SERVERS,
     Parser,
@@ -70,7 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_env = sub.add_parser("env", help="per-framework environments (cached, isolated)")
     env_sub = p_env.add_subparsers(dest="env_command", metavar="ACTION")
     p_setup = env_sub.add_parser("setup", help="create or reuse a framework's environment")
-    p_setup.add_argument("frameworks", nargs="+", metavar="FRAMEWORK")
+    p_setup.add_argument("frameworks", nargs="*", metavar="FRAMEWORK",
+                         help="default: every registered framework (" + ", ".join(SUPPORT)
+                         + ")")
     p_setup.add_argument("--variant", choices=["cpu", "cuda"], default="cpu",
                          help="cpu (this machine) or cuda (GPU hosts)")
     p_setup.add_argument("--force", action="store_true", help="rebuild even if cached")
@@ -193,9 +196,10 @@ def build_parser() -> argparse.ArgumentParser:
                           description=__import__("harness.commbench").commbench.__doc__,
                           formatter_class=argparse.RawDescriptionHelpFormatter)
     p_cb.add_argument("--library", default="torch-gloo",
-                      help="comma list of: torch-gloo, torch-nccl (GPU), mpi (mpi4py, the "
-                           "reference), horovod-gloo, horovod-mpi, tf-ring, tf-nccl (GPU), "
-                           "mxnet-kvstore (PS push+pull); default torch-gloo")
+                      help="comma list of: " + ", ".join(
+                          __import__("harness.commbench").commbench.LIBRARIES)
+                      + " (mpi: mpi4py, the reference; *-nccl: GPUs; mxnet-kvstore: PS "
+                        "push+pull); default torch-gloo")
     p_cb.add_argument("--ranks", type=number(int, 1, 256), default=2)
     p_cb.add_argument("--sizes", default="4..128M", help="'4..128M' (x4 steps) or '1K,1M,64M'")
     p_cb.add_argument("--iters", type=number(int, 1, 100_000), default=10,
@@ -213,7 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
         description=__import__("harness.verify").verify.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p_ver.add_argument("--models", default="alexnet,googlenet,resnet50")
-    p_ver.add_argument("--frameworks", default="torch,tensorflow,mxnet")
+    p_ver.add_argument("--frameworks", default=",".join(SUPPORT),
+                       help="comma-separated (default: every registered framework)")
     p_ver.add_argument("--image-size", type=field_type("image_size"), default=64)
     p_ver.add_argument("--classes", type=field_type("num_classes"), default=10)
     p_ver.add_argument("--lr", type=field_type("lr"), default=0.1)
@@ -263,7 +268,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "label counts must agree, shards must be disjoint; corrupt files are "
                     "skipped and counted. Exit status 1 if the frameworks disagree.")
     p_check.add_argument("directory")
-    p_check.add_argument("--frameworks", default="torch,tensorflow,mxnet")
+    p_check.add_argument("--frameworks", default=",".join(SUPPORT),
+                         help="comma-separated (default: every registered framework)")
     p_check.add_argument("--world", type=number(int, 1, 4096), default=1,
                          help="shard over this many workers")
     p_check.add_argument("--image-size", type=field_type("image_size"), default=64)
@@ -345,7 +351,7 @@ def cmd_env(args: argparse.Namespace) -> int:
     from harness import envs
 
     if args.env_command == "setup":
-        for fw in args.frameworks:
+        for fw in args.frameworks or list(SUPPORT):
             envs.setup(fw, args.variant, force=args.force)
     elif args.env_command == "list":
         rows = envs.installed()

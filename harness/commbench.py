@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 
 from frameworks import events
+from frameworks.contract import SUPPORT
 from frameworks.plan import PlanContext, free_port, worker_env
 from harness import collect, envs
 from harness.perfmodel.network import Link, bus_bandwidth, fit_alpha_beta
@@ -20,11 +21,12 @@ from harness.store import Store
 from runners import emulated, horovodrun, local, mpirun
 from runners.spec import JobResult, ProcessSpec
 
-#: library -> (framework environment it runs in, launcher)
-LIBRARIES = {"torch-gloo": ("torch", "local"), "torch-nccl": ("torch", "local"),
+#: library -> (framework environment it runs in, launcher): each framework's own libraries
+#: (its SUPPORT.comm_libraries), then MPI and Horovod, run from the torch environment
+LIBRARIES = {**{lib: (fw, launcher) for fw, sup in SUPPORT.items()
+                for lib, launcher in sup.comm_libraries.items()},
              "mpi": ("torch", "mpirun"), "horovod-gloo": ("torch", "horovodrun"),
-             "horovod-mpi": ("torch", "horovodrun-mpi"), "tf-ring": ("tensorflow", "local"),
-             "tf-nccl": ("tensorflow", "local"), "mxnet-kvstore": ("mxnet", "local")}
+             "horovod-mpi": ("torch", "horovodrun-mpi")}
 DEFAULT_SIZES = [4 * 4 ** k for k in range(13)] + [128 * 2**20]  # 4 B .. 64 MiB, 128 MiB
 
 

@@ -51,16 +51,17 @@ HOROVOD_DIR = FRAMEWORKS_DIR / "horovod"
 HOROVOD_FILES = (HOROVOD_DIR / "requirements.txt", HOROVOD_DIR / "build.sh")
 
 
-def with_horovod() -> bool:
-    """DNNBENCH_HOROVOD=0 builds environments without Horovod (3 min less each, no
-    `horovod` strategy): a separate cache entry, so the two never mix."""
-    return os.environ.get("DNNBENCH_HOROVOD", "1") != "0"
+def with_horovod(framework: str) -> bool:
+    """Horovod is built into the environments of frameworks that declare it (SUPPORT.horovod);
+    DNNBENCH_HOROVOD=0 builds them without (3 min less each, no `horovod` strategy): a
+    separate cache entry, so the two never mix."""
+    return SUPPORT[framework].horovod and os.environ.get("DNNBENCH_HOROVOD", "1") != "0"
 
 
 def env_key(framework: str, variant: str) -> str:
     h = hashlib.sha256()
     h.update(requirements_file(framework, variant).read_bytes())
-    if with_horovod():
+    if with_horovod(framework):
         for f in HOROVOD_FILES:
             h.update(f.read_bytes())
     h.update(f"{platform.python_version()} {platform.machine()}".encode())
@@ -125,7 +126,7 @@ def setup(framework: str, variant: str = "cpu", force: bool = False,
                 py = str(path / "bin" / "python")
                 _run([py, "-m", "pip", "install", "--upgrade", "pip"], log)
                 _run([py, "-m", "pip", "install", "-r", str(req)], log)
-                if with_horovod():
+                if with_horovod(framework):
                     echo(f"building Horovod for {framework} (a few minutes, cached after) ...")
                     _run([py, "-m", "pip", "install", "-r", str(HOROVOD_FILES[0])], log)
                     _run(["bash", str(HOROVOD_FILES[1]), framework, py, variant], log)

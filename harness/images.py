@@ -19,7 +19,9 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlparse
 
-from harness.envs import HOROVOD_FILES, EnvError, cache_dir, requirements_file
+from frameworks.contract import SUPPORT
+from frameworks.support import CPU_BASE
+from harness.envs import HOROVOD_FILES, EnvError, cache_dir, requirements_file, with_horovod
 from runners import container
 
 REPO = Path(__file__).resolve().parent.parent
@@ -27,14 +29,9 @@ REPO = Path(__file__).resolve().parent.parent
 #: *devel* images (nvcc for Horovod's NCCL operations) on Ubuntu 22.04, whose universe has
 #: the Python 3.11 every pinned requirement needs (numpy 1.23.5 for MXNet has no 3.12
 #: build); MXNet 1.9.1 is built for CUDA 11.2, so its base is CUDA 11.8 (11.x compatible).
-CPU_BASE = "docker.io/library/python:3.11-slim-bookworm"
-CUDA_BASE = {"torch": "docker.io/nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04",
-             "tensorflow": "docker.io/nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04",
-             "mxnet": "docker.io/nvidia/cuda:11.8.0-cudnn8-devel-ubuntu22.04"}
-
-
 def default_base(framework: str, variant: str) -> str:
-    return CPU_BASE if variant == "cpu" else CUDA_BASE[framework]
+    """The CPU base, or the CUDA base the framework declares (its SUPPORT.cuda_base)."""
+    return CPU_BASE if variant == "cpu" else SUPPORT[framework].cuda_base
 DOCKERFILE = REPO / "docker" / "Dockerfile"  # one file; FRAMEWORK picks the framework
 BASE_SCRIPT = REPO / "docker" / "base-image.sh"
 #: pip settings forwarded to the build (build argument = PIP_<KEY>)
@@ -58,6 +55,7 @@ def image_tag(framework: str, variant: str) -> str:
     for f in (requirements_file(framework, variant), *HOROVOD_FILES, DOCKERFILE,
               REPO / "docker" / "install.sh"):
         h.update(f.read_bytes())
+    h.update(f"horovod={int(with_horovod(framework))}".encode())
     return f"localhost/dnnbench-{framework}:{variant}-{h.hexdigest()[:12]}"
 
 
@@ -154,7 +152,9 @@ def build_command(framework: str, variant: str = "cpu", engine_name: str = "podm
     base = base_image or default_base(framework, variant)
     cmd = [engine_name, "build", "--network", "host", "-f", str(DOCKERFILE.relative_to(REPO)),
            "--build-arg", f"FRAMEWORK={framework}", "--build-arg", f"BASE_IMAGE={base}",
-           "--build-arg", f"VARIANT={variant}", "--label", f"dnnbench.base={base}"]
+           "--build-arg", f"VARIANT={variant}",
+           "--build-arg", f"HOROVOD={int(with_horovod(framework))}",
+           "--label", f"dnnbench.base={base}"]
     pip = pip or {}
     secret = [k for k, v in pip.items() if has_credentials(v)]
     if secret and (engine_name != "podman" or not pip_conf):

@@ -85,7 +85,9 @@ class Meter:
             "machine_copy_gbs": max(p.copy_gbs for p in probes),
             "noise_ratio": median([p.gemm_gflops for p in probes]) / self.best,
             "mfu": None}
-        if images_per_s and spec.device == "cpu" and spec.resolved_launcher != "slurm":
+        # loader mode trains nothing: its images/s carry no FLOPs
+        if (images_per_s and spec.mode != "loader" and spec.device == "cpu"
+                and spec.resolved_launcher != "slurm"):
             out["mfu"] = train_flops_per_image(spec) * images_per_s / (peak * 1e9)
         return out
 

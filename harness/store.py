@@ -22,7 +22,7 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
     ("config_hash", "TEXT", "", "hash of the RunSpec's measured fields (resume key)"),
     ("status", "TEXT", "", "ok | failed | timeout | skipped | interrupted"),
     ("reason", "TEXT", "", "why a run did not finish (empty when ok)"),
-    ("framework", "TEXT", "", "torch | tensorflow | mxnet"),
+    ("framework", "TEXT", "", "a registered framework (frameworks/<name>/)"),
     ("model", "TEXT", "", "network name"),
     ("strategy", "TEXT", "", "single | allreduce | horovod | ps-sync | ps-async"),
     ("mode", "TEXT", "", "throughput (no added syncs) | breakdown (sync between phases)"),

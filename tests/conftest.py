@@ -27,7 +27,16 @@ def torch_env():
     return envs.setup("torch", "cpu", echo=lambda s: None)
 
 
-FRAMEWORKS = ("torch", "tensorflow", "mxnet")
+#: every registered framework (frameworks/<name>/ declaring SUPPORT): a new framework
+#: joins every parametrised test without editing them
+FRAMEWORKS = tuple(__import__("frameworks.contract", fromlist=["SUPPORT"]).SUPPORT)
+
+
+def frameworks_with(strategy: str) -> tuple[str, ...]:
+    """The registered frameworks that support `strategy` (their SUPPORT says so)."""
+    from frameworks.contract import SUPPORT
+
+    return tuple(fw for fw in FRAMEWORKS if strategy in SUPPORT[fw].strategies)
 
 
 @pytest.fixture(scope="session")

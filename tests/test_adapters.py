@@ -54,18 +54,19 @@ def test_breakdown_mode_records_every_phase(all_envs, framework):
     assert row["t_iter_paired_s"] > 0
 
 
-@pytest.mark.parametrize("framework, version", [("torch", "2.13"), ("tensorflow", "2.21"),
-                                                ("mxnet", "1.9.1")])
-def test_manifest_names_versions_and_settings(all_envs, framework, version):
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_manifest_names_versions_and_settings(all_envs, framework):
     rec, _ = run(all_envs[framework], framework=framework)
     rank0 = rec.row["manifest_json"]["ranks"]["0"]
-    assert rank0["framework_version"].startswith(version)
+    # the version the environment was built with (its marker file), as the worker saw it
+    assert rank0["framework_version"] == all_envs[framework].info()["version"]
     assert rank0["settings"]["threads"] >= 1
     assert rec.row["manifest_json"]["host"]["cores"] >= 1
 
 
 @pytest.mark.parametrize("framework, auto, explicit", [
-    ("torch", "channels_last", "channels_first"), ("mxnet", "channels_first", None)])
+    ("torch", "channels_last", "channels_first"), ("mxnet", "channels_first", None),
+    ("jax", "channels_last", "channels_last")])
 def test_layout_auto_and_explicit_are_recorded(all_envs, framework, auto, explicit):
     rec, _ = run(all_envs[framework], framework=framework)
     assert rec.row["manifest_json"]["ranks"]["0"]["settings"]["layout"] == auto

@@ -16,35 +16,38 @@ from harness.sweep import worker_source_root
 from runners import local, mpirun
 from runners.process import tree
 from runners.spec import ProcessSpec
-from tests.conftest import run_cli
+from tests.conftest import frameworks_with, run_cli
 
 needs_mpi = pytest.mark.skipif(shutil.which("mpirun") is None,
                                reason="Open MPI not installed (harness/system-deps.sh)")
 
 
-def ddp(torch_env, **kw):
-    spec = RunSpec(**{"framework": "torch", "model": "resnet50", "image_size": 32,
+def allreduce_run(env, framework: str, **kw):
+    spec = RunSpec(**{"framework": framework, "model": "resnet50", "image_size": 32,
                       "batch_size": 4, "steps": 4, "warmup": 1, "trials": 1, "num_classes": 10,
-                      "strategy": "allreduce", "devices_per_node": 2, "threads": 1, **kw})
-    procs = plan(spec, PlanContext(torch_env.python, worker_source_root(), "t"))
+                      "strategy": "allreduce", "devices_per_node": 2, "threads": 1,
+                      "timeout_s": 300, **kw})
+    procs = plan(spec, PlanContext(env.python, worker_source_root(), "t"))
     job = local.launch(procs, timeout=spec.timeout_s)
     return collect.record(spec, "test", "t", job, host_manifest()), job
 
 
-def test_ddp_two_workers_finish_with_identical_weights_and_falling_loss(torch_env):
-    rec, job = ddp(torch_env, steps=12, loss_every=1, model="googlenet", lr=0.02)
+@pytest.mark.parametrize("framework", frameworks_with("allreduce"))
+def test_allreduce_two_workers_identical_weights_falling_loss(all_envs, framework):
+    """Every framework's own data-parallel allreduce (DDP, MultiWorkerMirrored, JAX's
+    pmean over jax.distributed): replicas end bit-identical and the loss falls."""
+    rec, job = allreduce_run(all_envs[framework], framework, steps=12, loss_every=1,
+                             model="googlenet", lr=0.02)
     row = rec.row
     assert row["status"] == "ok", row["output_tail"]
     assert row["replicas_identical"] == 1 and row["workers"] == 2
     assert row["images_per_s"] == pytest.approx(8 / row["t_iter_s"])
-    from frameworks import events
-    losses = [v for ev in collect.job_events(job) if ev["event"] == events.LOSS
-              and ev["rank"] == 0 for v in ev["values"]]
-    assert sum(losses[-3:]) < sum(losses[:3])
+    assert sum(_losses(job)[-3:]) < sum(_losses(job)[:3])
 
 
-def test_ddp_breakdown_measures_communication(torch_env):
-    rec, _ = ddp(torch_env, mode="breakdown")
+@pytest.mark.parametrize("framework", frameworks_with("allreduce"))
+def test_allreduce_breakdown_measures_communication(all_envs, framework):
+    rec, _ = allreduce_run(all_envs[framework], framework, mode="breakdown")
     row = rec.row
     assert row["status"] == "ok", row["output_tail"]
     # ResNet-50's 94 MB of gradients (10 classes) cross gloo: clearly measurable
@@ -106,7 +109,7 @@ def test_commbench_sizes():
 
 
 @pytest.mark.parametrize("library", ["torch-gloo", pytest.param("mpi", marks=needs_mpi),
-                                     "horovod-gloo", "tf-ring", "mxnet-kvstore"])
+                                     "horovod-gloo", "tf-ring", "mxnet-kvstore", "jax-gloo"])
 def test_commbench_bandwidth_is_sensible_and_fit_within_range(all_envs, tmp_path, library):
     sizes = commbench.parse_sizes("4..16M")
     with Store(tmp_path / "c.db") as store:

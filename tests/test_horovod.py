@@ -18,7 +18,7 @@ from harness.sweep import worker_source_root
 from runners import horovodrun, launch
 from runners.process import tree
 from runners.spec import ProcessSpec
-from tests.conftest import FRAMEWORKS
+from tests.conftest import frameworks_with
 
 needs_mpi = pytest.mark.skipif(shutil.which("mpirun") is None,
                                reason="Open MPI not installed (harness/system-deps.sh)")
@@ -64,7 +64,7 @@ def test_launcher_rules_are_validated():
         RunSpec(**base).config_hash() == RunSpec(**base, launcher="auto").config_hash()
 
 
-@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("framework", frameworks_with("horovod"))
 def test_horovod_two_workers_identical_weights_falling_loss(all_envs, framework):
     rec, job = hvd_run(all_envs[framework], framework, steps=10, loss_every=1,
                        model="googlenet", lr=0.02)
@@ -78,7 +78,7 @@ def test_horovod_two_workers_identical_weights_falling_loss(all_envs, framework)
     assert sum(losses[-3:]) < sum(losses[:3])
 
 
-@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("framework", frameworks_with("horovod"))
 def test_horovod_breakdown_measures_allreduce(all_envs, framework):
     rec, _ = hvd_run(all_envs[framework], framework, mode="breakdown")
     row = rec.row

@@ -47,6 +47,8 @@ def test_mfu_is_model_flops_over_the_measured_peak():
     assert abs(cols["mfu"] - flops * 40 / 200e9) < 1e-12 and cols["noise_ratio"] == 1.0
     gpu = meter.columns([p], RunSpec("torch", "resnet50", device="cuda"), 40.0)
     assert gpu["mfu"] is None  # the probe does not see the GPU
+    loader = meter.columns([p], RunSpec("torch", "resnet50", mode="loader", data="/d"), 400.0)
+    assert loader["mfu"] is None  # loader mode trains nothing
 
 
 def test_every_run_stores_its_probes_and_mfu(torch_env, tmp_path):

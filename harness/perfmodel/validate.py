@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from frameworks.contract import SUPPORT
 from harness.perfmodel import network
 from harness.perfmodel.measured import NoMeasurement, colocated_compute, compute_from_store
 from harness.perfmodel.predict import Compute, Scenario, predict
@@ -22,12 +23,10 @@ from harness.store import SYNTHETIC, Store
 
 #: RunSpec strategy -> performance-model strategy.
 STRATEGY_MAP = {"allreduce": "allreduce", "horovod": "horovod", "ps-sync": "ps"}
-#: (framework, strategy, device) -> the commbench library carrying its gradients.
-LIBRARY = {("torch", "allreduce", "cpu"): "torch-gloo", ("torch", "allreduce", "cuda"):
-           "torch-nccl", ("tensorflow", "allreduce", "cpu"): "tf-ring",
-           ("tensorflow", "allreduce", "cuda"): "tf-nccl",
-           **{(fw, "horovod", "cpu"): "horovod-gloo" for fw in ("torch", "tensorflow",
-                                                                 "mxnet")}}
+#: (framework, strategy, device) -> the commbench library carrying its gradients (each
+#: framework declares its own, SUPPORT.gradient_library).
+LIBRARY = {(fw, strategy, device): lib for fw, sup in SUPPORT.items()
+           for (strategy, device), lib in sup.gradient_library.items()}
 
 
 @dataclass(frozen=True)
