@@ -16,10 +16,12 @@ help:
 	@echo "make test-fast  tests that need no framework env, root or daemon (~2 min)"
 	@echo "make bench      benchmarks of the harness itself (bench/, ~50 min)"
 
+# the default benchmark runs no Horovod job: its environments skip the Horovod build (about
+# 3 minutes per framework; a cached build with Horovod is reused)
 demo:
 	@harness/system-deps.sh --runtime; \
 	venv=$$(harness/bootstrap.sh); \
-	$$venv/bin/dnnbench env setup $(FRAMEWORKS); \
+	$$venv/bin/dnnbench env setup --no-horovod $(FRAMEWORKS); \
 	$$venv/bin/dnnbench run --experiment experiments/default.toml \
 	    --db $(RESULTS)/default.db --csv $(RESULTS)/default.csv --report $(RESULTS)/report.html
 

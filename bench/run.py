@@ -2,7 +2,7 @@
 against a reference in the same run; targets are stated and reported, not asserted (the
 machine is shared and noisy).
 
-    python bench/run.py [--frameworks torch,tensorflow,mxnet] [--model resnet50]
+    python bench/run.py [--frameworks torch,jax] [--model resnet50]
                         [--image-size 64] [--batch 16] [--steps 3] [--rounds 24]
 """
 
@@ -17,13 +17,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from frameworks.contract import SUPPORT  # noqa: E402
 from harness import envs  # noqa: E402
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--frameworks", default="torch,tensorflow,mxnet")
+    ap.add_argument("--frameworks", default=",".join(SUPPORT),
+                    help="comma-separated (default: every registered framework)")
     ap.add_argument("--model", default="resnet50")
     ap.add_argument("--image-size", type=int, default=64)
     ap.add_argument("--batch", type=int, default=16)

@@ -16,19 +16,19 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.measure import parser, t_iter  # noqa: E402
-from frameworks.contract import RunSpec, validate  # noqa: E402
+from frameworks.contract import PS_STRATEGIES, SUPPORT, RunSpec, validate  # noqa: E402
 from frameworks.plan import PlanContext, plan  # noqa: E402
 from harness import envs  # noqa: E402
 from harness.sweep import worker_source_root  # noqa: E402
 
-CONFIGS = [("torch", "allreduce", 0), ("torch", "horovod", 0),
-           ("tensorflow", "allreduce", 0), ("tensorflow", "horovod", 0),
-           ("tensorflow", "ps-async", 2),
-           ("mxnet", "ps-sync", 2), ("mxnet", "horovod", 0)]
+#: every registered framework's distributed strategies (2 servers for a PS strategy); the
+#: first of each framework is its reference
+CONFIGS = [(fw, strategy, 2 if strategy in PS_STRATEGIES else 0)
+           for fw, sup in SUPPORT.items() for strategy in sup.strategies if strategy != "single"]
 
 
 def one(fw: str, strategy: str, ps: int, a) -> float:
-    env = envs.find(fw)
+    env = envs.find(fw, horovod=strategy == "horovod")
     spec = RunSpec(fw, a.model, batch_size=a.batch, image_size=a.image_size, steps=a.steps,
                    warmup=2, trials=3, strategy=strategy, ps=ps, devices_per_node=2,
                    threads=1, timeout_s=900)
@@ -44,8 +44,10 @@ def main() -> int:
         for c in CONFIGS:
             times[c].append(one(*c, a))
     out = []
-    for fw in ("torch", "tensorflow", "mxnet"):
+    for fw in SUPPORT:
         rows = [(c, statistics.median(times[c])) for c in CONFIGS if c[0] == fw]
+        if not rows:
+            continue
         ref = rows[0][1]
         for (f, strategy, ps), t in rows:
             out.append({"framework": f, "strategy": strategy, "ps": ps, "t_iter_s": t,

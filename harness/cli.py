@@ -77,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_setup.add_argument("--variant", choices=["cpu", "cuda"], default="cpu",
                          help="cpu (this machine) or cuda (GPU hosts)")
     p_setup.add_argument("--force", action="store_true", help="rebuild even if cached")
+    p_setup.add_argument("--no-horovod", action="store_true",
+                         help="skip the Horovod build (3 min per framework; reuses a cached "
+                              "build with it): every strategy but 'horovod' runs")
     env_sub.add_parser("list", help="installed environments and versions")
     p_path = env_sub.add_parser("path", help="print an environment's directory")
     p_path.add_argument("framework")
@@ -352,7 +355,7 @@ def cmd_env(args: argparse.Namespace) -> int:
 
     if args.env_command == "setup":
         for fw in args.frameworks or list(SUPPORT):
-            envs.setup(fw, args.variant, force=args.force)
+            envs.setup(fw, args.variant, force=args.force, horovod=not args.no_horovod)
     elif args.env_command == "list":
         rows = envs.installed()
         if not rows:

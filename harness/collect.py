@@ -163,7 +163,11 @@ def record(spec: RunSpec, experiment: str, run_id: str, job: JobResult,
     models = [ev for ev in evs if ev["event"] == events.MODEL]
     if models:
         row["parameters"] = models[0].get("parameters")
-        row["threads"] = (models[0].get("settings") or {}).get("threads")
+        settings = models[0].get("settings") or {}
+        row["threads"] = settings.get("threads")
+        compiled = settings.get("compile_s")  # {function: seconds}, adapters that know it
+        if isinstance(compiled, dict) and compiled:
+            row["compile_s"] = round(sum(float(v) for v in compiled.values()), 3)
     digests = {ev.get("rank", 0): ev.get("state_digest") for ev in evs
                if ev["event"] == events.DONE and ev.get("state_digest")}
     if len(digests) > 1:

@@ -143,7 +143,7 @@ def run(library: str, ranks: int, sizes: list[int], store: Store | None = None,
         raise CommbenchError(f"sizes {sizes}: give at least two message sizes (alpha and "
                              "beta are fitted from them), e.g. --sizes 4..128M")
     framework, launcher = LIBRARIES[library]
-    env = envs.find(framework)
+    env = envs.find(framework, horovod=library.startswith("horovod"))
     if source_root is None:
         from harness.sweep import worker_source_root
 

@@ -58,10 +58,14 @@ def with_horovod(framework: str) -> bool:
     return SUPPORT[framework].horovod and os.environ.get("DNNBENCH_HOROVOD", "1") != "0"
 
 
-def env_key(framework: str, variant: str) -> str:
+def env_key(framework: str, variant: str, horovod: bool | None = None) -> str:
+    """The cache key: the requirement file, the Horovod build files when Horovod is built
+    in (`horovod`, default: with_horovod), the Python version and the machine type."""
+    if horovod is None:
+        horovod = with_horovod(framework)
     h = hashlib.sha256()
     h.update(requirements_file(framework, variant).read_bytes())
-    if with_horovod(framework):
+    if horovod:
         for f in HOROVOD_FILES:
             h.update(f.read_bytes())
     h.update(f"{platform.python_version()} {platform.machine()}".encode())
@@ -82,18 +86,32 @@ class Env:
         return json.loads((self.path / MARKER).read_text())
 
 
-def env_path(framework: str, variant: str) -> Path:
-    return cache_dir() / "envs" / f"{framework}-{variant}-{env_key(framework, variant)}"
+def env_path(framework: str, variant: str, horovod: bool | None = None) -> Path:
+    return cache_dir() / "envs" / f"{framework}-{variant}-{env_key(framework, variant, horovod)}"
 
 
-def find(framework: str, variant: str = "cpu") -> Env:
-    """The ready environment for these requirement files, or EnvError naming the fix."""
-    path = env_path(framework, variant)
-    if not (path / MARKER).is_file():
-        flag = "" if variant == "cpu" else f" --variant {variant}"
-        raise EnvError(f"the {framework} ({variant}) environment is not set up for the current "
-                       f"requirements; run: dnnbench env setup {framework}{flag}")
-    return Env(framework, variant, path)
+def _ready(path: Path) -> bool:
+    return (path / MARKER).is_file()
+
+
+def find(framework: str, variant: str = "cpu", horovod: bool = False) -> Env:
+    """The ready environment for these requirement files, or EnvError naming the fix.
+
+    The build with Horovod is preferred; one without it (`env setup --no-horovod`, what
+    `make demo` builds) serves every run except Horovod ones (`horovod`)."""
+    paths = [env_path(framework, variant)]
+    if not horovod and with_horovod(framework):
+        paths.append(env_path(framework, variant, horovod=False))
+    for path in paths:
+        if _ready(path):
+            return Env(framework, variant, path)
+    flag = "" if variant == "cpu" else f" --variant {variant}"
+    if horovod and _ready(env_path(framework, variant, horovod=False)):
+        raise EnvError(f"the {framework} ({variant}) environment was built without Horovod "
+                       f"(env setup --no-horovod, as make demo does); for strategy "
+                       f"'horovod' run: dnnbench env setup {framework}{flag}")
+    raise EnvError(f"the {framework} ({variant}) environment is not set up for the current "
+                   f"requirements; run: dnnbench env setup {framework}{flag}")
 
 
 def _run(cmd: list[str], log) -> None:
@@ -105,10 +123,17 @@ def _run(cmd: list[str], log) -> None:
 
 
 def setup(framework: str, variant: str = "cpu", force: bool = False,
-          echo=print) -> Env:
-    """Create (or reuse) the environment; safe to run concurrently and after a crash."""
+          echo=print, horovod: bool = True) -> Env:
+    """Create (or reuse) the environment; safe to run concurrently and after a crash.
+    `horovod=False` skips the Horovod build (3 minutes per framework) unless a build with
+    it is already cached, which is then reused."""
     req = requirements_file(framework, variant)
-    path = env_path(framework, variant)
+    build_horovod = horovod and with_horovod(framework)
+    if not build_horovod and not force and _ready(env_path(framework, variant)):
+        path = env_path(framework, variant)
+        echo(f"{framework} ({variant}) environment ready: {path}")
+        return Env(framework, variant, path)
+    path = env_path(framework, variant, build_horovod)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.parent / f".{path.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -126,7 +151,7 @@ def setup(framework: str, variant: str = "cpu", force: bool = False,
                 py = str(path / "bin" / "python")
                 _run([py, "-m", "pip", "install", "--upgrade", "pip"], log)
                 _run([py, "-m", "pip", "install", "-r", str(req)], log)
-                if with_horovod(framework):
+                if build_horovod:
                     echo(f"building Horovod for {framework} (a few minutes, cached after) ...")
                     _run([py, "-m", "pip", "install", "-r", str(HOROVOD_FILES[0])], log)
                     _run(["bash", str(HOROVOD_FILES[1]), framework, py, variant], log)
@@ -166,7 +191,8 @@ def installed() -> list[dict]:
     for marker in sorted(root.glob(f"*/{MARKER}")):
         info = json.loads(marker.read_text())
         try:
-            current = env_path(info["framework"], info["variant"]) == marker.parent
+            current = marker.parent in (env_path(info["framework"], info["variant"], hvd)
+                                        for hvd in (True, False))
         except EnvError:
             current = False
         rows.append({"framework": info["framework"], "variant": info["variant"],

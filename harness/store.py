@@ -60,6 +60,9 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
      "iteration times stop falling, single-worker runs)"),
     ("warmup_settled", "INTEGER", "", "1 if warm-up met the settling rule, 0 if it hit its "
      "cap still falling"),
+    ("compile_s", "REAL", "s", "seconds the framework spent compiling its step functions "
+     "before the first trial, never timed (JAX: ahead-of-time XLA compilation; empty where "
+     "an adapter compiles lazily or not at all)"),
     ("settling", "REAL", "fraction", "first trial's time over the later trials' median, "
      "minus 1: > 0.05 means warm-up was too short"),
     ("t_iter_paired_s", "REAL", "s", "breakdown runs: throughput-mode iteration time (median "

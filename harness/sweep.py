@@ -85,7 +85,9 @@ def check_environments(exp: Experiment) -> dict[tuple[str, str], envs.Env]:
     """Every environment the sweep needs, or EnvError before anything runs."""
     needed = sorted({(s.framework, variant_for(s.device)) for s in exp.runnable
                      if s.env == "venv"})
-    return {key: envs.find(*key) for key in needed}
+    horovod = {(s.framework, variant_for(s.device)) for s in exp.runnable
+               if s.env == "venv" and s.strategy == "horovod"}
+    return {key: envs.find(*key, horovod=key in horovod) for key in needed}
 
 
 def check_images(exp: Experiment, options: ContainerOptions) -> dict[tuple[str, str], dict]:

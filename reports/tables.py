@@ -122,6 +122,7 @@ def shootout(ok: list[dict]) -> Table:
         Column("stopped_by", "sampling stopped by", digits=0),
         Column("jitter_pct", "jitter", "%", 2),
         Column("settling_pct", "settling", "%", 2), Column("mfu_pct", "MFU", "%", 1),
+        Column("compile_s", "compile", "s", 1),
         Column("noise_pct", "machine", "%", 2), Column("disturbed", "", digits=0)],
         note="Throughput and its 95% interval: the median over trials of each trial's wall "
              "time per iteration, and the order-statistic interval of that median over the "
@@ -130,7 +131,9 @@ def shootout(ok: list[dict]) -> Table:
              "target width (the interval reached +-target_width), budget (budget_s spent "
              "first) or fixed trials. Settling: first trial over the rest. MFU: training "
              "FLOPs per image (cost model: 3 x forward, 2 FLOPs per MAC) x images/s over the "
-             "machine's fp32 GEMM peak measured by the noise meter around the run. Machine: "
+             "machine's fp32 GEMM peak measured by the noise meter around the run. Compile: "
+             "seconds spent compiling the step before the first trial, never timed (JAX; "
+             "'-' where a framework compiles lazily). Machine: "
              "the noise meter's median probe around the run's trials against "
              "the sweep's best; below 85% the run was taken while something else used the "
              "machine: its row says so, and it deserves a repeat.")
@@ -147,6 +150,7 @@ def shootout(ok: list[dict]) -> Table:
                            "jitter_pct": (r["jitter"] or 0) * 100,
                            "settling_pct": None if r["settling"] is None else r["settling"] * 100,
                            "mfu_pct": None if r.get("mfu") is None else r["mfu"] * 100,
+                           "compile_s": r.get("compile_s"),
                            "noise_pct": None if ratio is None else ratio * 100,
                            "disturbed": ("machine disturbed: measure again"
                                          if ratio is not None and ratio < DISTURBED else ""),

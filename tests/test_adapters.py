@@ -93,3 +93,16 @@ def test_worker_reports_a_crash_as_a_clean_reason(all_envs):
     rec, _ = run(all_envs["torch"], framework="torch", batch_size=200_000, image_size=224)
     assert rec.row["status"] == "failed"
     assert "allocate" in rec.row["reason"].lower()
+
+
+def test_jax_compile_time_is_stored_and_never_timed(all_envs):
+    rec, _ = run(all_envs["jax"], framework="jax", model="googlenet", steps=2, trials=2,
+                 target_width=0)
+    row = rec.row
+    assert row["status"] == "ok", row["output_tail"]
+    settings = row["manifest_json"]["ranks"]["0"]["settings"]
+    assert row["compile_s"] == pytest.approx(sum(settings["compile_s"].values()), abs=1e-3)
+    assert row["compile_s"] > 0.2
+    # compiled before the first trial: the first trial is not seconds slower than the next
+    assert row["settling"] is not None and row["settling"] < 1.0
+    assert row["compile_s"] > 5 * row["t_iter_s"]

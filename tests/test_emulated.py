@@ -172,18 +172,19 @@ def _ns_pids() -> list[str]:
 @pytest.mark.slow
 def test_horovod_and_tensorflow_strategies_across_hosts(all_envs, clean, tmp_path):
     """Horovod through mpirun's launch agent (no ssh), TF MultiWorkerMirrored and TF
-    ParameterServer with TF_CONFIG on lab addresses: all cross the emulated link."""
+    ParameterServer with TF_CONFIG on lab addresses, JAX's gloo bound to the lab
+    interface: all cross the emulated link."""
     db = str(tmp_path / "r.db")
     common = ("--model", "googlenet", "--image-size", "32", "--batch", "4", "--steps", "3",
               "--warmup", "1", "--trials", "2", "--target-width", "0", "--classes", "10", "--nodes", "2",
               "--link", "unshaped", "--db", db)
     for fw, strategy in (("torch", ("horovod",)), ("tensorflow", ("allreduce",)),
-                         ("tensorflow", ("ps-async", "--ps", "2"))):
+                         ("tensorflow", ("ps-async", "--ps", "2")), ("jax", ("allreduce",))):
         proc = run_cli("run", "--framework", fw, "--strategy", *strategy, *common)
         assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = _runs(db)
-    assert [r["status"] for r in rows] == ["ok"] * 3
-    assert [r["replicas_identical"] for r in rows] == [1, 1, None]  # PS: one chief reports
+    assert [r["status"] for r in rows] == ["ok"] * 4
+    assert [r["replicas_identical"] for r in rows] == [1, 1, None, 1]  # PS: one chief reports
     for r in rows:
         moved = json.loads(r["manifest_json"])["host"]["emulated"]["bytes"]
         assert min(moved[h]["tx_bytes"] for h in moved) > 5e6

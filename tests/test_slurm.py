@@ -85,13 +85,15 @@ COMMON = ("--model", "googlenet", "--image-size", "32", "--batch", "4", "--steps
 
 def test_sbatch_two_node_runs_land_in_the_database(all_envs, slurm, tmp_path):
     db = str(tmp_path / "r.db")
-    for fw, strategy in (("torch", "allreduce"), ("torch", "horovod")):
+    runs = (("torch", "allreduce"), ("torch", "horovod"), ("jax", "allreduce"))
+    for fw, strategy in runs:
         proc = run_cli("run", "--framework", fw, "--strategy", strategy, *COMMON, "--db", db,
                        "--slurm-dir", str(tmp_path / "jobs"), env=slurm)
         assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert _rows(db) == [("ok", "", "allreduce", 2, 1), ("ok", "", "horovod", 2, 1)]
+    assert _rows(db) == [("ok", "", strategy, 2, 1) for _, strategy in runs]
     outs = list((tmp_path / "jobs").glob("*.out"))
-    assert len(outs) == 2 and all(":::DNNBENCH_SLURM_EXIT 0" in p.read_text() for p in outs)
+    assert len(outs) == len(runs)
+    assert all(":::DNNBENCH_SLURM_EXIT 0" in p.read_text() for p in outs)
 
 
 def test_inside_an_allocation_runs_a_job_step(all_envs, slurm, tmp_path):

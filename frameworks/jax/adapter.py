@@ -2,11 +2,12 @@
 
 The network is a Flax NNX module (frameworks/jax/build.py) split once into a graph and
 pure state (weights, batch statistics); the optimizer is optax SGD with momentum (the
-same update rule as torch.optim.SGD); every step is a jitted pure function with donated
-state buffers. Steps are compiled ahead of time in the constructor, so compilation never
+same update rule as torch.optim.SGD); every step is a jitted pure function (its state
+buffers donated on GPUs). Steps are compiled ahead of time in the constructor, so compilation never
 lands in a timed step; its seconds are reported as `compile_s` in the settings.
 
-Best settings, recorded in the result: NHWC (JAX's native layout); bfloat16 compute
+Best settings, recorded in the result: NHWC (JAX's native layout); buffer donation on
+GPUs only (bench/overhead.py measures it on CPU); bfloat16 compute
 under precision "amp"; the worker's share of the cores as its CPU affinity, which sizes
 XLA's CPU thread pool. Strategy "allreduce": one process per device joined by
 jax.distributed (gloo collectives on CPU, NCCL on GPUs), one mesh axis "data", and a
@@ -49,6 +50,8 @@ def _configure(spec: RunSpec, rank: int, world: int) -> dict[str, Any]:
         jax.config.update("jax_platforms", "cpu")
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
     distributed = spec.strategy == "allreduce" and world > 1
+    if distributed and spec.device == "cpu" and os.environ.get("GLOO_SOCKET_IFNAME"):
+        _gloo_on_interface(os.environ["GLOO_SOCKET_IFNAME"])
     if distributed:
         host, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
         if host and port:  # every launcher of ours (frameworks/jax/plan.py)
@@ -59,6 +62,25 @@ def _configure(spec: RunSpec, rank: int, world: int) -> dict[str, Any]:
             jax.distributed.initialize(initialization_timeout=int(spec.timeout_s))
     _configured.update(threads=len(os.sched_getaffinity(0)), distributed=distributed)
     return _configured
+
+
+def _gloo_on_interface(interface: str) -> None:
+    """Gloo's CPU collectives bound to one network interface, as GLOO_SOCKET_IFNAME binds
+    torch's and Horovod's. jax 0.10 builds its gloo collectives without an interface, and
+    gloo then uses the address the host name resolves to, which another (emulated or
+    multi-homed) host may not reach; so the CPU backend factory is registered again with
+    the interface (xla_bridge's own factory otherwise; private API, checked by the emulated
+    hosts test)."""
+    from jax._src import distributed as jax_distributed
+    from jax._src import xla_bridge
+    from jax._src.lib import _jax
+
+    def cpu_backend():
+        collectives = _jax.make_gloo_tcp_collectives(
+            distributed_client=jax_distributed.global_state.client, interface=interface)
+        return xla_bridge.make_cpu_client(collectives=collectives)
+
+    xla_bridge.register_backend_factory("cpu", cpu_backend, priority=0, fail_quietly=False)
 
 
 def environment(spec: RunSpec) -> dict[str, Any]:
@@ -98,8 +120,14 @@ class JaxTrainer:
     #: subtracts the forward phase from the backward one
     backward_includes_forward = True
 
-    def __init__(self, spec: RunSpec, rank: int = 0, world_size: int = 1) -> None:
+    def __init__(self, spec: RunSpec, rank: int = 0, world_size: int = 1,
+                 donate: bool | None = None) -> None:
         conf = _configure(spec, rank, world_size)
+        #: donate the state's buffers to the step (updated in place): on GPUs, where it
+        #: halves the weights' memory; not on CPU, where the step then waits for the one
+        #: before it: 40.0 against 52.2 images/s here (ResNet-50 32 px batch 8,
+        #: bench/overhead.py's "donated" and "not_donated" variants, interleaved)
+        self.donate = spec.device == "cuda" if donate is None else donate
         import jax
         import jax.numpy as jnp
         import optax
@@ -250,14 +278,22 @@ class JaxTrainer:
 
         def aot(name, fn, args, donate=()):
             t0 = time.perf_counter()
-            jitted = fn if hasattr(fn, "lower") else jax.jit(fn, donate_argnums=donate)
+            jitted = fn if hasattr(fn, "lower") else jax.jit(
+                fn, donate_argnums=donate if self.donate else ())
             compiled = jitted.lower(*args).compile()
             timings[name] = round(time.perf_counter() - t0, 3)
             return compiled
 
         self._step = aot("step", spmd(train_step, (R, R, R, R, D, D), (R, R, R, R, R)),
                          (params, stats, opt_state, key, x, y), donate=(0, 1, 2, 3))
-        if self.spec.mode == "breakdown":
+        self.compile_s = timings
+
+        # shapes, types and placement only: the step donates (deletes) these buffers
+        params, stats, opt_state, key, x, y = jax.tree.map(
+            lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding),
+            (params, stats, opt_state, key, x, y))
+
+        def phases() -> None:
             # per-replica gradients: the data axis stays stacked until communicate()
             self._forward = aot("forward", spmd(forward, (R, R, R, D, D), R),
                                 (params, stats, key, x, y))
@@ -273,7 +309,12 @@ class JaxTrainer:
             # averaged gradients have the weights' shapes, types and placement
             self._update = aot("update", spmd(update, (R, R, R), (R, R)),
                                (params, opt_state, params), donate=(0, 1))
-        self.compile_s = timings
+
+        # breakdown mode's per-phase functions: compiled now for a breakdown run, else on
+        # first use (a benchmark's breakdown trial next to throughput ones)
+        self._compile_phases = phases
+        if self.spec.mode == "breakdown":
+            phases()
 
     @staticmethod
     def _unstacked(fn, outputs: bool = False):
@@ -315,6 +356,8 @@ class JaxTrainer:
             self.images, self.labels = self.feed.to_device()
 
     def forward(self) -> None:
+        if not hasattr(self, "_forward"):
+            self._compile_phases()
         params, stats, _, key = self.state
         self._loss = self._forward(params, stats, key, self.images, self.labels)
 
@@ -370,7 +413,7 @@ class JaxTrainer:
                 "optimizer": "optax.sgd(momentum)", "strategy": self.spec.strategy,
                 "backend": ("gloo" if self.spec.device == "cpu" else "nccl")
                 if self.distributed else "none",
-                "compile_s": self.compile_s, "donated_buffers": True,
+                "compile_s": self.compile_s, "donated_buffers": self.donate,
                 **(self.feed.settings() if self.feed is not None else {"data": "synthetic"})}
 
 

@@ -1,0 +1,49 @@
+"""Environment lookup: the Horovod build is preferred, a build without it (make demo's)
+serves every other strategy, and a Horovod run on such a build names the fix."""
+
+import json
+
+import pytest
+
+from harness import envs
+
+
+def _fake_ready(path):
+    path.mkdir(parents=True)
+    (path / envs.MARKER).write_text(json.dumps({"framework": "torch", "variant": "cpu"}))
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DNNBENCH_CACHE", str(tmp_path))
+    monkeypatch.delenv("DNNBENCH_HOROVOD", raising=False)
+    return tmp_path
+
+
+def test_keys_differ_with_and_without_horovod(cache):
+    assert envs.env_path("torch", "cpu", True) != envs.env_path("torch", "cpu", False)
+    assert envs.env_path("torch", "cpu") == envs.env_path("torch", "cpu", True)
+    # a framework without Horovod support has one key whatever is asked
+    assert envs.env_path("jax", "cpu") == envs.env_path("jax", "cpu", False)
+
+
+def test_find_prefers_horovod_and_falls_back_without_it(cache):
+    with pytest.raises(envs.EnvError, match="run: dnnbench env setup torch$"):
+        envs.find("torch")
+    without = envs.env_path("torch", "cpu", False)
+    _fake_ready(without)
+    assert envs.find("torch").path == without
+    with pytest.raises(envs.EnvError, match="built without Horovod.*dnnbench env setup torch"):
+        envs.find("torch", horovod=True)
+    full = envs.env_path("torch", "cpu", True)
+    _fake_ready(full)
+    assert envs.find("torch").path == full and envs.find("torch", horovod=True).path == full
+    # setup without Horovod reuses the cached build with it, building nothing
+    assert envs.setup("torch", horovod=False, echo=lambda s: None).path == full
+
+
+def test_env_setup_help_teaches_no_horovod():
+    from tests.conftest import run_cli
+
+    out = run_cli("env", "setup", "--help").stdout
+    assert "--no-horovod" in out and "default: every registered framework" in out
