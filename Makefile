@@ -30,7 +30,7 @@ test:
 	venv=$$(harness/bootstrap.sh); \
 	$$venv/bin/dnnbench env setup $(FRAMEWORKS); \
 	$$venv/bin/ruff check .; \
-	$$venv/bin/python -m pytest -q -rs
+	$$venv/bin/python -m pytest -q -rs --durations=25
 
 # no framework environment, no root, no daemon: the harness's own venv only (~2 min)
 test-fast:

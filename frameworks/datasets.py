@@ -141,3 +141,25 @@ def crop_box(rng: random.Random, width: int, height: int) -> tuple[int, int, int
     else:
         w, h = width, height
     return (width - w) // 2, (height - h) // 2, w, h
+
+
+def decode_augment(path: str, size: int, rng: random.Random):
+    """One training sample as loaders without their own augmentation ops make it: Pillow
+    decode, the crop_box window resized to size x size (bilinear, as torchvision does on
+    PIL images), a horizontal flip with probability 1/2, ImageNet normalisation. Returns
+    an HWC float32 array; DatasetError names a file that does not decode."""
+    import numpy as np
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            im = im.convert("RGB")
+            left, top, w, h = crop_box(rng, *im.size)
+            im = im.resize((size, size), Image.BILINEAR, box=(left, top, left + w, top + h))
+    except OSError as exc:
+        raise DatasetError(f"cannot decode {path}: {exc}") from None
+    if rng.random() < 0.5:
+        im = im.transpose(Image.FLIP_LEFT_RIGHT)
+    mean = np.array(MEAN, dtype=np.float32) * 255
+    inv_std = 1 / (np.array(STD, dtype=np.float32) * 255)
+    return (np.asarray(im, dtype=np.float32) - mean) * inv_std

@@ -143,6 +143,25 @@ def breakdown_trial(trainer: Trainer, steps: int, loss_every: int = 0) -> TrialR
     return TrialResult(times, end - start, phases=phases, losses=losses)
 
 
+class FeedPhases:
+    """The input phases every adapter shares: a Trainer with a `feed` (a real-data
+    pipeline, or None for synthetic data) gets them from here."""
+
+    feed = None
+    images = labels = None
+
+    def next_batch(self) -> None:
+        """Wait for the loader's next batch (t_io); synthetic data already exists (0)."""
+        if self.feed is not None:
+            self.feed.next_batch()
+
+    def to_device(self) -> None:
+        """Copy the loaded batch to the device (t_h2d); synthetic data stays resident on the
+        device, as in both papers (0)."""
+        if self.feed is not None:
+            self.images, self.labels = self.feed.to_device()
+
+
 class FeedOnly:
     """A data feed dressed as a Trainer whose step only loads a batch and copies it to the
     device: timed by the same throughput loop, it gives the pipeline's own ceiling."""

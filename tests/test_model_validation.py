@@ -32,7 +32,7 @@ def test_predicted_vs_measured_two_workers(torch_env, tmp_path):
     exp = from_dict({
         "name": "validate",
         "defaults": {"image_size": 32, "batch_size": 8, "num_classes": 100, "steps": 16,
-                     "warmup": 3, "trials": 3, "target_width": 0, "threads": 1,
+                     "warmup": 3, "trials": 5, "target_width": 0, "threads": 1,
                      "model": "googlenet",
                      "framework": "torch"},
         "matrix": {"strategy": ["single", "allreduce"], "devices_per_node": [1, 2],

@@ -10,7 +10,7 @@ SUPPORT = FrameworkSupport(
     layout_unsupported="Flax convolutions take NHWC (channels_last) arrays; XLA picks the "
                        "physical layout of intermediates itself",
     unsupported={"horovod": "Horovod has no JAX binding; use strategy 'allreduce' "
-                            "(jax.distributed + a psum of gradients)",
+                            "(jax.distributed + a pmean of gradients)",
                  "ps-sync": _NO_PS, "ps-async": _NO_PS},
     comm_libraries={"jax-gloo": "local", "jax-nccl": "local"},
     gradient_library={("allreduce", "cpu"): "jax-gloo", ("allreduce", "cuda"): "jax-nccl"})

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from frameworks.contract import RunSpec, worker_threads
+from frameworks.timing import FeedPhases
 
 _configured: dict[str, Any] = {}
 
@@ -112,7 +113,7 @@ def cross_entropy(logits, labels):
         logits.astype("float32"), labels).mean()
 
 
-class JaxTrainer:
+class JaxTrainer(FeedPhases):
     """SGD + momentum on one fixed synthetic batch resident on the device (or a Grain
     pipeline's batches with `data`)."""
 
@@ -345,16 +346,6 @@ class JaxTrainer:
         self.state = (params, stats, opt_state, key)
 
     # -- phases (breakdown mode) -------------------------------------------------------
-    def next_batch(self) -> None:
-        """Wait for the loader's next batch (t_io); synthetic data already exists (0)."""
-        if self.feed is not None:
-            self.feed.next_batch()
-
-    def to_device(self) -> None:
-        """Copy the batch to the device (t_h2d); synthetic data stays resident (0)."""
-        if self.feed is not None:
-            self.images, self.labels = self.feed.to_device()
-
     def forward(self) -> None:
         if not hasattr(self, "_forward"):
             self._compile_phases()

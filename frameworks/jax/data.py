@@ -13,13 +13,9 @@ from __future__ import annotations
 import random
 
 import numpy as np
-from PIL import Image
 
 from frameworks.contract import RunSpec
-from frameworks.datasets import MEAN, STD, DatasetError, Listing, crop_box, scan
-
-_MEAN = np.array(MEAN, dtype=np.float32) * 255
-_INV_STD = 1 / (np.array(STD, dtype=np.float32) * 255)
+from frameworks.datasets import Listing, decode_augment, scan
 
 
 class Decode:
@@ -32,18 +28,7 @@ class Decode:
     def __call__(self, item, gen: np.random.Generator):
         path, label, index = item
         rng = random.Random(int(gen.integers(2**63)))
-        try:
-            with Image.open(path) as im:
-                im = im.convert("RGB")
-                left, top, w, h = crop_box(rng, *im.size)
-                im = im.resize((self.size, self.size), Image.BILINEAR,
-                               box=(left, top, left + w, top + h))
-        except OSError as exc:
-            raise DatasetError(f"cannot decode {path}: {exc}") from None
-        if rng.random() < 0.5:
-            im = im.transpose(Image.FLIP_LEFT_RIGHT)
-        arr = (np.asarray(im, dtype=np.float32) - _MEAN) * _INV_STD
-        return arr, np.int32(label), np.int64(index)
+        return decode_augment(path, self.size, rng), np.int32(label), np.int64(index)
 
 
 def pipeline(listing: Listing, spec: RunSpec, rank: int, once: bool):

@@ -56,8 +56,11 @@ def run(job: dict, weights: dict[str, np.ndarray]) -> dict:
         var.value = jnp.asarray(to_flax(name, value), dtype=dtype)
     x = jnp.asarray(weights[INPUT_KEY].transpose(0, 2, 3, 1), dtype=dtype)
     y = jnp.asarray(weights[LABELS_KEY])
+    # jitted: op by op, JAX compiles every primitive on its own (minutes per network)
     model.eval()
-    logits = np.asarray(model(x))
+    g_eval, params, rest = nnx.split(model, nnx.Param, ...)
+    logits = np.asarray(jax.jit(lambda p, r: nnx.merge(g_eval, p, r, copy=True)(x))(
+        params, rest))
     model.train()
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
 
@@ -65,7 +68,7 @@ def run(job: dict, weights: dict[str, np.ndarray]) -> dict:
         m = nnx.merge(graphdef, params, rest, copy=True)
         return optax.softmax_cross_entropy_with_integer_labels(m(x), y).mean()
 
-    loss, grads = jax.value_and_grad(loss_fn)(params)
+    loss, grads = jax.jit(jax.value_and_grad(loss_fn))(params)
     tx = optax.sgd(job["lr"], momentum=job["momentum"])
     updates, _ = tx.update(grads, tx.init(params), params)
     model = nnx.merge(graphdef, optax.apply_updates(params, updates), rest)

@@ -16,6 +16,7 @@ import numpy as np
 
 import models
 from frameworks.contract import RunSpec, worker_threads
+from frameworks.timing import FeedPhases
 from models.cost import cost
 
 
@@ -38,7 +39,7 @@ def environment(spec: RunSpec) -> dict[str, Any]:
     return env
 
 
-class MXNetTrainer:
+class MXNetTrainer(FeedPhases):
     """SGD + momentum on one fixed synthetic batch resident on the device."""
 
     def __init__(self, spec: RunSpec, rank: int = 0, world_size: int = 1,
@@ -124,16 +125,6 @@ class MXNetTrainer:
         self._loss = loss
 
     # -- phases (breakdown mode) -----------------------------------------------------
-    def next_batch(self) -> None:
-        """Wait for the loader's next batch (t_io); synthetic data already exists (0)."""
-        if self.feed is not None:
-            self.feed.next_batch()
-
-    def to_device(self) -> None:
-        """Copy the loaded batch to the context (t_h2d); synthetic data stays resident (0)."""
-        if self.feed is not None:
-            self.images, self.labels = self.feed.to_device()
-
     def forward(self) -> None:
         with self.autograd.record():
             self._loss = self.loss_fn(self.net(self.images), self.labels)

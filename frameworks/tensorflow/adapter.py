@@ -19,6 +19,7 @@ import numpy as np
 
 import models
 from frameworks.contract import RunSpec, worker_threads
+from frameworks.timing import FeedPhases
 from models.cost import cost
 
 _threads_set = False
@@ -63,7 +64,7 @@ def environment(spec: RunSpec) -> dict[str, Any]:
     return env
 
 
-class TensorFlowTrainer:
+class TensorFlowTrainer(FeedPhases):
     """SGD + momentum on one fixed synthetic batch resident on the device."""
 
     backward_includes_forward = True  # the gradient tf.function re-runs the forward pass
@@ -278,16 +279,6 @@ class TensorFlowTrainer:
         self._loss = self._step(self.images, self.labels)
 
     # -- phases (breakdown mode) -----------------------------------------------------
-    def next_batch(self) -> None:
-        """Wait for the pipeline's next batch (t_io); synthetic data already exists (0)."""
-        if self.feed is not None:
-            self.feed.next_batch()
-
-    def to_device(self) -> None:
-        """Place the loaded batch on the device (t_h2d); synthetic data stays resident (0)."""
-        if self.feed is not None:
-            self.images, self.labels = self.feed.to_device()
-
     def forward(self) -> None:
         self._loss = self._forward(self.images, self.labels)
 

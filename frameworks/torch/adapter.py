@@ -21,6 +21,7 @@ from torch import nn
 
 import models
 from frameworks.contract import RunSpec, worker_threads
+from frameworks.timing import FeedPhases
 from frameworks.torch.build import SpecNet, trainable_parameters
 from models.cost import cost
 
@@ -60,7 +61,7 @@ def environment(spec: RunSpec) -> dict[str, Any]:
     return env
 
 
-class TorchTrainer:
+class TorchTrainer(FeedPhases):
     """SGD + momentum on one fixed synthetic batch resident on the device."""
 
     def __init__(self, spec: RunSpec, rank: int = 0, world_size: int = 1) -> None:
@@ -183,17 +184,6 @@ class TorchTrainer:
         self._loss = loss
 
     # -- phases (breakdown mode) -----------------------------------------------------
-    def next_batch(self) -> None:
-        """Wait for the loader's next batch (t_io); synthetic data already exists (0)."""
-        if self.feed is not None:
-            self.feed.next_batch()
-
-    def to_device(self) -> None:
-        """Copy the loaded batch to the device (t_h2d); synthetic data stays resident on
-        the device, as in both papers (0)."""
-        if self.feed is not None:
-            self.images, self.labels = self.feed.to_device()
-
     def _upload(self) -> None:
         self.images = self.host_images.to(self.device, non_blocking=True).contiguous(
             memory_format=self.memory_format)

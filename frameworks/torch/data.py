@@ -14,14 +14,10 @@ from collections.abc import Iterator
 
 import numpy as np
 import torch
-from PIL import Image
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
 from frameworks.contract import RunSpec
-from frameworks.datasets import MEAN, STD, DatasetError, Listing, crop_box, scan
-
-_MEAN = np.array(MEAN, dtype=np.float32) * 255
-_INV_STD = 1 / (np.array(STD, dtype=np.float32) * 255)
+from frameworks.datasets import DatasetError, Listing, decode_augment, scan
 
 
 class JpegFolder(Dataset):
@@ -42,18 +38,7 @@ class JpegFolder(Dataset):
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int, int]:
         path, label, index = self.items[i]
-        rng = self._random()
-        try:
-            with Image.open(path) as im:
-                im = im.convert("RGB")
-                left, top, w, h = crop_box(rng, *im.size)
-                im = im.resize((self.size, self.size), Image.BILINEAR,
-                               box=(left, top, left + w, top + h))
-        except OSError as exc:
-            raise DatasetError(f"cannot decode {path}: {exc}") from None
-        if rng.random() < 0.5:
-            im = im.transpose(Image.FLIP_LEFT_RIGHT)
-        arr = (np.asarray(im, dtype=np.float32) - _MEAN) * _INV_STD
+        arr = decode_augment(path, self.size, self._random())
         return torch.from_numpy(arr.transpose(2, 0, 1).copy()), label, index
 
 
