@@ -49,6 +49,9 @@ class FrameworkSupport:
     gradient_library: dict[tuple[str, str], str] = field(default_factory=dict)
     #: can be built with Horovod (frameworks/horovod/build.sh knows how)
     horovod: bool = False
+    #: where its CPU convolution kernels come from ("oneDNN": ONEDNN_MAX_CPU_ISA picks
+    #: them, so `verify` can stand in for another CPU; "XLA": compiled by XLA itself)
+    cpu_kernels: str = "oneDNN"
 
 
 FRAMEWORKS_DIR = Path(__file__).resolve().parent

@@ -6,7 +6,7 @@ from frameworks.support import FrameworkSupport
 _NO_PS = "JAX has no parameter server (never substituted by another strategy)"
 SUPPORT = FrameworkSupport(
     display="JAX", order=4, strategies=("single", "allreduce"), import_name="jax",
-    layouts=("auto", "channels_last"),
+    layouts=("auto", "channels_last"), cpu_kernels="XLA",
     layout_unsupported="Flax convolutions take NHWC (channels_last) arrays; XLA picks the "
                        "physical layout of intermediates itself",
     unsupported={"horovod": "Horovod has no JAX binding; use strategy 'allreduce' "
