@@ -2,7 +2,7 @@
 
 A network is an ordered list of named layers (a DAG in topological order). Each layer
 holds one typed op and the names of its inputs. Keeping the networks as *data* is what
-lets three frameworks build the identical function, lets the cost model count exactly
+lets every framework build the identical function, lets the cost model count exactly
 what they build, and lets `verify` map weights by layer name across frameworks.
 
 Conventions (they mirror torchvision, the reference for the parameter counts):
