@@ -126,7 +126,7 @@ class JaxTrainer(FeedPhases):
         conf = _configure(spec, rank, world_size)
         #: donate the state's buffers to the step (updated in place): on GPUs, where it
         #: halves the weights' memory; not on CPU, where the step then waits for the one
-        #: before it: 40.0 against 52.2 images/s here (ResNet-50 32 px batch 8,
+        #: before it: 40.0 against 52.2 images/s at ResNet-50 32 px batch 8 (2.5% at 64 px,
         #: bench/overhead.py's "donated" and "not_donated" variants, interleaved)
         self.donate = spec.device == "cuda" if donate is None else donate
         import jax
