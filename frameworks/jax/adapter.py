@@ -183,6 +183,9 @@ class JaxTrainer(FeedPhases):
         self._compile()
         self._loss = None
         self._grads = None
+        #: one output of the last dispatched computation: every output of an XLA execution
+        #: becomes ready together, so waiting for it waits for the whole computation
+        self._pending = None
 
     # -- placement -------------------------------------------------------------------
     def replicate(self, tree):
@@ -344,6 +347,7 @@ class JaxTrainer(FeedPhases):
         params, stats, opt_state, key, self._loss = self._step(
             params, stats, opt_state, key, self.images, self.labels)
         self.state = (params, stats, opt_state, key)
+        self._pending = self._loss
 
     # -- phases (breakdown mode) -------------------------------------------------------
     def forward(self) -> None:
@@ -351,12 +355,14 @@ class JaxTrainer(FeedPhases):
             self._compile_phases()
         params, stats, _, key = self.state
         self._loss = self._forward(params, stats, key, self.images, self.labels)
+        self._pending = self._loss
 
     def backward(self) -> None:
         params, stats, opt_state, key = self.state
         grads, stats, key, loss = self._gradients(params, stats, key, self.images, self.labels)
         self._grads, self._local = grads, (stats, loss)
         self.state = (params, None, opt_state, key)
+        self._pending = loss
 
     def communicate(self) -> None:
         """Average gradients (and batch statistics) over the replicas: t_comm. On one
@@ -364,7 +370,7 @@ class JaxTrainer(FeedPhases):
         stats, loss = self._local
         if self._communicate is not None:
             self._grads, stats, loss = self._communicate(self._grads, stats, loss)
-        self._loss = loss
+        self._loss = self._pending = loss
         params, _, opt_state, key = self.state
         self.state = (params, stats, opt_state, key)
 
@@ -373,11 +379,15 @@ class JaxTrainer(FeedPhases):
         params, opt_state = self._update(params, opt_state, self._grads)
         self._grads = None
         self.state = (params, stats, opt_state, key)
+        self._pending = self.jax.tree.leaves(params)[0]
 
     def synchronize(self) -> None:
-        self.jax.block_until_ready(self.state)
-        if self._loss is not None:
-            self._loss.block_until_ready()
+        """Wait for the last computation and the last batch copy (not for every array of
+        the state one by one: that walk cost 0.36 ms per call, six calls per breakdown
+        step)."""
+        for a in (self._pending, self.images):
+            if a is not None:
+                a.block_until_ready()
 
     def loss(self) -> float:
         return float(self._loss) if self._loss is not None else float("nan")
