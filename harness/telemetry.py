@@ -185,7 +185,10 @@ class Sampler:
         with self._lock:
             if self.data.turns and self.data.turns[-1][1] is None:
                 if not self._paused:
-                    self.tick()
+                    # a full scan: a turn shorter than RESCAN_S may otherwise record no
+                    # PSS at all (the scan at turn_begins is not recorded); the trial is
+                    # over, so the scan costs it nothing
+                    self.tick(full=True)
                 self.data.turns[-1][1] = time.monotonic() - self._t0
             self._paused = True
 
@@ -205,7 +208,7 @@ class Sampler:
                     self.tick()
         self.data.cpu_seconds = time.thread_time()  # this thread's own CPU time, all ticks
 
-    def tick(self, record: bool = True) -> None:
+    def tick(self, record: bool = True, full: bool = False) -> None:
         """One sample of every registered tree. The whole of /proc is scanned only every
         RESCAN_S (to find new children such as loader processes); in between only the
         known members are read: on a machine whose cores training keeps busy, every
@@ -214,7 +217,7 @@ class Sampler:
         t = now - self._t0
         # full scans at every tick while processes are still being started (the first
         # RESCAN_S), then every RESCAN_S
-        full = (t < RESCAN_S or now - self._scanned >= RESCAN_S
+        full = (full or t < RESCAN_S or now - self._scanned >= RESCAN_S
                 or any(r not in self._members for r in self.roots.values()))
         if full:
             procs = _read_all()
@@ -239,7 +242,11 @@ class Sampler:
                 rss += info[4] * PAGE
                 if pss is not None:
                     one = pss_bytes(pid)
-                    pss = None if one is None else pss + one
+                    if one is not None:
+                        pss += one
+                    elif pid == root:
+                        pss = None  # unreadable (not ours): no partial sum is reported
+                    # else a member (a loader) that exited since the scan: it holds none
                 prev = self._prev.get(pid)
                 if prev is not None and now > prev[0]:
                     cores += (info[3] - prev[1]) / TICK / (now - prev[0])

@@ -257,3 +257,32 @@ def test_tree_memory_counts_pages_shared_with_forked_children_once():
     summary = _sampled(code, 1.5).summary()
     assert summary["tree_rss_peak_mb"] > 3 * 190, summary
     assert 190 < summary["tree_pss_peak_mb"] < 300, summary
+
+
+def test_short_interleaved_turns_record_tree_memory(monkeypatch):
+    """Interleaved turns shorter than a rescan period: the scan at a turn's start is not
+    recorded, so each turn's end must scan fully, or the run has no PSS (a container run
+    in CI lost it this way). RESCAN_S is shortened so the test need not wait 5 s."""
+    from harness import telemetry
+
+    monkeypatch.setattr(telemetry, "RESCAN_S", 0.3)
+    child = subprocess.Popen([sys.executable, "-c",
+                              "b = bytearray(100 * 2**20)\nimport time\ntime.sleep(6)"],
+                             start_new_session=True)
+    try:
+        sampler = telemetry.Sampler(interval_s=1.0, gpu=False)
+        sampler.add("worker0", child.pid)
+        sampler.start()
+        time.sleep(1.0)  # past RESCAN_S and the array allocated
+        for _ in range(3):
+            sampler.turn_begins()
+            time.sleep(0.05)
+            sampler.turn_ends()
+            time.sleep(0.4)
+        summary = sampler.stop().summary()
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+    assert summary["tree_pss_peak_mb"] is not None, summary
+    assert 90 < summary["tree_pss_peak_mb"] < 200, summary
+
