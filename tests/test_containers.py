@@ -206,6 +206,38 @@ def _rows(db: Path) -> list[dict]:
     return [dict(r) for r in conn.execute("SELECT * FROM runs ORDER BY started, run_id")]
 
 
+def _assert_containers_match_venv(exp: Path, tmp_path: Path, image: str) -> Path:
+    """Run an experiment of (venv, container) x (1 worker, 2 workers): each container run
+    fills the same columns as its venv twin, at a similar speed, with the same math, and
+    its manifest names the image and the image's interpreter."""
+    db, report = tmp_path / "r.db", tmp_path / "report.html"
+    proc = run_cli("run", "-e", str(exp), "--db", str(db), "--report", str(report))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = _rows(db)
+    assert [r["status"] for r in rows] == ["ok"] * 4, [r["reason"] for r in rows]
+    by = {(r["env"], r["workers"]): r for r in rows}
+    volatile = {"run_id", "started", "elapsed_s", "config_hash", "spec_json",
+                "manifest_json", "output_tail", "env"}
+    for workers in (1, 2):
+        venv, ctr = by[("venv", workers)], by[("container", workers)]
+        # same schema, filled the same way: every measured column of the venv run is
+        # measured in the container too (telemetry follows the container's processes)
+        assert {k for k, v in venv.items() if v is not None} - volatile == {
+            k for k, v in ctr.items() if v is not None} - volatile
+        assert ctr["cpu_cores_per_worker"] > 0.3 and ctr["tree_rss_peak_mb"] > 50
+        assert 0.5 < ctr["images_per_s"] / venv["images_per_s"] < 2.0
+        if venv["warmup_steps"] == ctr["warmup_steps"]:  # detected warm-up may differ
+            assert ctr["final_loss"] == pytest.approx(venv["final_loss"], rel=1e-4)  # same math
+        m_venv, m_ctr = (json.loads(r["manifest_json"]) for r in (venv, ctr))
+        assert m_ctr["host"]["container"]["image"] == image
+        assert m_ctr["host"]["container"]["image_id"]
+        assert "container" not in m_venv["host"]
+        # the image's interpreter (Debian's Python), not the venv's, ran the worker
+        assert m_ctr["ranks"]["0"]["executable"] == "/opt/venv/bin/python"
+        assert m_venv["ranks"]["0"]["executable"] != "/opt/venv/bin/python"
+    return report
+
+
 @pytest.mark.slow
 @needs_podman
 def test_container_runs_match_venv_runs(torch_image, tmp_path):
@@ -232,34 +264,51 @@ devices_per_node = 2
 strategy = "allreduce"
 devices_per_node = 1
 """)
-    db, report = tmp_path / "r.db", tmp_path / "report.html"
-    proc = run_cli("run", "-e", str(exp), "--db", str(db), "--report", str(report))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    rows = _rows(db)
-    assert [r["status"] for r in rows] == ["ok"] * 4, [r["reason"] for r in rows]
-    by = {(r["env"], r["workers"]): r for r in rows}
-    volatile = {"run_id", "started", "elapsed_s", "config_hash", "spec_json",
-                "manifest_json", "output_tail", "env"}
-    for workers in (1, 2):
-        venv, ctr = by[("venv", workers)], by[("container", workers)]
-        # same schema, filled the same way: every measured column of the venv run is
-        # measured in the container too (telemetry follows the container's processes)
-        assert {k for k, v in venv.items() if v is not None} - volatile == {
-            k for k, v in ctr.items() if v is not None} - volatile
-        assert ctr["cpu_cores_per_worker"] > 0.3 and ctr["tree_rss_peak_mb"] > 50
-        assert 0.5 < ctr["images_per_s"] / venv["images_per_s"] < 2.0
-        if venv["warmup_steps"] == ctr["warmup_steps"]:  # detected warm-up may differ
-            assert ctr["final_loss"] == pytest.approx(venv["final_loss"], rel=1e-4)  # same math
-        m_venv, m_ctr = (json.loads(r["manifest_json"]) for r in (venv, ctr))
-        assert m_ctr["host"]["container"]["image"] == torch_image
-        assert m_ctr["host"]["container"]["image_id"]
-        assert "container" not in m_venv["host"]
-        # the image's interpreter (Debian's Python), not the venv's, ran the worker
-        assert m_ctr["ranks"]["0"]["executable"] == "/opt/venv/bin/python"
-        assert m_venv["ranks"]["0"]["executable"] != "/opt/venv/bin/python"
+    report = _assert_containers_match_venv(exp, tmp_path, torch_image)
     assert _containers() == []  # every container removed
     html = report.read_text()
     assert "Venv vs container" in html and "in containers" in html
+
+
+@pytest.mark.slow
+@needs_podman
+def test_jax_image_runs_single_and_allreduce_like_its_venv(tmp_path):
+    """The JAX image (no Horovod: JAX has no binding) built from the local base (~1 min),
+    one worker and two (jax.distributed over Gloo, one container each), against the
+    venv."""
+    from harness import envs
+
+    envs.setup("jax", "cpu", echo=lambda s: None)
+    proc = run_cli("image", "build", "jax", "--base-image", "local", timeout=3600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    image = proc.stdout.strip().splitlines()[-1]
+    assert image.startswith("localhost/dnnbench-jax:cpu-")
+    exp = tmp_path / "jax.toml"
+    exp.write_text("""name = "jax-containers"
+[defaults]
+framework = "jax"
+model = "alexnet"
+image_size = 64
+batch_size = 4
+num_classes = 10
+steps = 3
+warmup = 2
+trials = 3
+target_width = 0
+threads = 1
+[matrix]
+env = ["venv", "container"]
+strategy = ["single", "allreduce"]
+devices_per_node = [1, 2]
+[[exclude]]
+strategy = "single"
+devices_per_node = 2
+[[exclude]]
+strategy = "allreduce"
+devices_per_node = 1
+""")
+    _assert_containers_match_venv(exp, tmp_path, image)
+    assert _containers() == []
 
 
 @pytest.mark.slow
