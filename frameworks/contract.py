@@ -88,6 +88,10 @@ class RunSpec:
     #: "" runs every process on this host; a rate ("1gbit") or "unshaped" runs each node
     #: in its own emulated host (runners/emulated.py) joined by a link of that rate
     link: str = ""
+    #: CPUs of compute per emulated host (a cgroup quota on the cores its share spans,
+    #: runners/cgroups.py), so a host's speed does not depend on how many hosts are
+    #: busy; 0: every host shares every core
+    cpus_per_host: float = 0.0
     env: str = "venv"  # see ENVS
     #: How the sweep schedules this run's trials against the configurations compared with
     #: it (harness/interleave.py): "interleaved" (default) or "sequential".
@@ -246,6 +250,9 @@ FIELDS: dict[str, Field] = {
                       choices=LAUNCHERS, since="0.2"),
     "link": Field(str, "run each node in an emulated host joined at this rate (1gbit, "
                        "2gbit, unshaped; needs root; see dnnbench cluster)", since="0.2"),
+    "cpus_per_host": Field(float, "CPUs of compute per emulated host (a cgroup quota on "
+                                  "its own cores; needs link; 0: hosts share every core)",
+                           low=0, high=4096, since="0.4"),
     "env": Field(str, "run workers in the framework's venv (default) or each in a container "
                       "of its image (see dnnbench image build)", choices=ENVS, since="0.2"),
     "order": Field(str, "interleaved: compared configurations take turns trial by trial; "
@@ -382,6 +389,12 @@ LAUNCH_RULES: tuple[Rule, ...] = (
          "env = 'container' runs with the local, horovodrun or mpirun launcher, not "
          "{resolved!r}: use env = 'venv'", True,
          {"env": "container", "strategy": "allreduce", "nodes": 2, "launcher": "slurm"}),
+    Rule(lambda s: s.env == "container" and s.cpus_per_host > 0,
+         "env = 'container' with cpus_per_host is not supported yet: the container engine "
+         "would put each container in a cgroup of its own, outside its host's limits; "
+         "use env = 'venv'", True,
+         {"env": "container", "strategy": "allreduce", "nodes": 2, "link": "unshaped",
+          "cpus_per_host": 1.0}),
     Rule(lambda s: s.env == "container" and bool(s.link) and s.resolved_launcher != "local",
          "env = 'container' across emulated hosts starts each process in its own "
          "container (local launcher); launcher {resolved!r} would need its launch agent "
@@ -428,6 +441,17 @@ def validate(spec: RunSpec) -> None:
         try:
             rate_bits(spec.link)
         except ClusterError as exc:
+            raise SpecError(str(exc)) from None
+    if spec.cpus_per_host:
+        if not spec.link:
+            raise SpecError(f"cpus_per_host = {spec.cpus_per_host:g} limits emulated hosts, "
+                            "but link is empty (every process on this host); set link, "
+                            "e.g. link = 'unshaped', or cpus_per_host = 0")
+        from runners.cgroups import CgroupError, plan
+
+        try:
+            plan(spec.nodes, spec.cpus_per_host)
+        except CgroupError as exc:
             raise SpecError(str(exc)) from None
     launcher = spec.resolved_launcher
     for rule in LAUNCH_RULES:

@@ -56,13 +56,28 @@ def _rank() -> tuple[int, int]:
     return rank, world
 
 
+def _placement() -> dict:
+    """Where this process may run: its cores and its cpu cgroup (an emulated host's
+    limits show here, runners/cgroups.py), so the manifest proves the placement."""
+    group = ""
+    try:
+        with open("/proc/self/cgroup") as fh:
+            for line in fh:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                if "cpu" in controllers.split(",") or (not controllers and not group):
+                    group = path
+    except OSError:
+        pass
+    return {"cores": sorted(os.sched_getaffinity(0)), "cgroup": group}
+
+
 def run(spec: RunSpec) -> None:
     from models.cost import cost
 
     rank, world = _rank()
     adapter = importlib.import_module(f"frameworks.{spec.framework}.adapter")
     events.emit(events.ENVIRONMENT, rank=rank, executable=sys.executable,
-                **adapter.environment(spec))
+                **_placement(), **adapter.environment(spec))
     if spec.mode == "loader":
         _measure_loader(spec, rank, world)
         return

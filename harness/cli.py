@@ -285,7 +285,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "veth pairs through a bridge, each host's link shaped with tc tbf. No "
                     "netem here: rates only, latency cannot be emulated. Needs root. Runs "
                     "with a `link` field create (and remove) one themselves.",
-        epilog="examples:\n  dnnbench cluster up --hosts 2 --link 1gbit\n  dnnbench cluster "
+        epilog="examples:\n  dnnbench cluster up --hosts 2 --link 1gbit\n"
+               "  dnnbench cluster up --hosts 4 --link 1gbit --cpus-per-host 0.5\n"
+               "  dnnbench cluster "
                "status\n  dnnbench run --framework torch --model resnet50 --strategy "
                "allreduce --nodes 2 --link 1gbit\n  dnnbench commbench --library torch-gloo "
                "--hosts 2 --link 1gbit\n  dnnbench cluster down",
@@ -295,6 +297,14 @@ def build_parser() -> argparse.ArgumentParser:
     p_up.add_argument("--hosts", type=number(int, 1, 64), default=2)
     p_up.add_argument("--link", default="unshaped", help="rate per host: 1gbit, 500mbit, "
                                                           "unshaped (default)")
+    p_up.add_argument("--cpus-per-host", type=number(float, 0, 4096), default=0.0,
+                      metavar="C", help="CPUs of compute per host: a cgroup CPU quota on the "
+                                        "cores its share spans, so a host's speed does not "
+                                        "depend on its neighbours (hosts x C <= cores; 0: "
+                                        "hosts share every core, the default)")
+    p_up.add_argument("--memory-per-host", type=number(int, 0, 64 * 1024 * 1024), default=0,
+                      metavar="MIB", help="memory limit per host in MiB (needs "
+                                          "--cpus-per-host; 0: none)")
     cl_sub.add_parser("down", help="remove every emulated host (idempotent)")
     cl_sub.add_parser("status", help="hosts, addresses, shaped rates, interface bytes")
 
@@ -625,9 +635,18 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
     try:
         if args.cluster_command == "up":
-            c = emulated.up_unless_used(args.hosts, args.link)
+            c = emulated.up_unless_used(args.hosts, args.link, args.cpus_per_host,
+                                        args.memory_per_host * 2**20)
             print(f"{len(c.hosts)} emulated hosts up, link {c.link}: "
                   + ", ".join(f"{h}={a}" for h, a in zip(c.hosts, c.addresses)))
+            if c.cpus_per_host:
+                print(f"compute per host: {c.cpus_per_host:g} CPUs on cores "
+                      + ", ".join(f"{h}={cs}" for h, cs in zip(c.hosts, c.cpusets))
+                      + (f", memory {args.memory_per_host} MiB" if c.memory_per_host else ""))
+            if c.isolation:
+                print(f"isolation: {c.hosts[0]} runs at {c.isolation['ratio']:.0%} of its "
+                      f"lone speed with {c.isolation['neighbours']} greedy processes on the "
+                      "other hosts (100%: independent)")
         elif args.cluster_command == "down":
             gone = emulated.down_unless_used()
             reaped = _reap_containers()  # a dead sweep's containers inside the hosts
@@ -641,7 +660,8 @@ def cmd_cluster(args: argparse.Namespace) -> int:
                 print("no emulated hosts (dnnbench cluster up --hosts N)")
             for r in rows:
                 print(f"{r['host']:<8} {r['address']:<11} rate {r['rate']:<9} "
-                      f"tx {r['tx_bytes']:>12,} B  rx {r['rx_bytes']:>12,} B")
+                      + (f"cpus {r['cpus']:g} on {r['cpuset']:<5} " if r.get("cpus") else "")
+                      + f"tx {r['tx_bytes']:>12,} B  rx {r['rx_bytes']:>12,} B")
         else:
             raise UserError("cluster needs an action: up, down or status")
     except emulated.ClusterError as exc:

@@ -46,6 +46,7 @@ def base_row(spec: RunSpec, experiment: str, run_id: str, status: str, reason: s
             "batch_size": spec.batch_size, "image_size": spec.image_size,
             "workers": spec.workers, "nodes": spec.nodes, "ps": spec.ps, "label": spec.label,
             "data": spec.data or "synthetic", "link": spec.link, "env": spec.env,
+            "cpus_per_host": spec.cpus_per_host,
             "loader_workers": spec.loader_workers if spec.data else None,
             "started": now_iso(), "spec_json": spec.to_json(), "manifest_json": manifest or {}}
 

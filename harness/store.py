@@ -76,6 +76,8 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
     ("t_update_s", "REAL", "s", "breakdown: median optimizer update time"),
     ("link", "TEXT", "", "emulated inter-host link rate (e.g. 1gbit, unshaped); empty: "
      "all processes on this host"),
+    ("cpus_per_host", "REAL", "CPUs", "compute per emulated host (cgroup quota on its own "
+     "cores); 0: the hosts shared every core"),
     ("env", "TEXT", "", "where the worker's software came from: venv (the framework's "
      "virtual environment) or container (its image; the manifest names image and engine)"),
     ("data", "TEXT", "", "input: 'synthetic' or the dataset folder of a real pipeline"),

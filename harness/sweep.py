@@ -161,7 +161,8 @@ def _placed(spec, python: str, source_root: str, run_id: str,
     if cluster is None:
         return plan(spec, PlanContext(python, source_root, run_id)), launcher
     ctx = PlanContext(python, source_root, run_id, hosts=tuple(cluster.addresses),
-                      cores_per_host=max(1, (os.cpu_count() or 1) // spec.nodes))
+                      cores_per_host=max(1, int(cluster.cpus_per_host)
+                                         or (os.cpu_count() or 1) // spec.nodes))
     procs = plan(spec, ctx)
     if launcher == "container":
         return [emulated.on_lab_interface(p) for p in procs], launcher
@@ -309,7 +310,7 @@ class _SweepContext:
         cluster = None
         if first.link:  # one emulated host per node, joined by a link of this rate
             try:
-                cluster, made = emulated.ensure(first.nodes, first.link)
+                cluster, made = emulated.ensure(first.nodes, first.link, first.cpus_per_host)
             except emulated.ClusterError as exc:
                 for planned in members:
                     self._record_now(planned.spec, "failed", str(exc), self.host)
@@ -396,7 +397,9 @@ class _SweepContext:
             if cluster is not None:
                 run_host = {**run_host, "emulated": {
                     "link": cluster.link, "hosts": dict(zip(cluster.hosts, cluster.addresses)),
-                    "bytes": m.bytes_moved}}
+                    "bytes": m.bytes_moved, "cpus_per_host": cluster.cpus_per_host,
+                    "cpusets": dict(zip(cluster.hosts, cluster.cpusets)),
+                    "isolation": cluster.isolation}}
             telemetry = m.sampler.data if m.sampler is not None else None
             rec = collect.record(spec, self.exp.name, m.run_id, m.job, run_host, telemetry,
                                  schedule=collect.Schedule(

@@ -2,7 +2,10 @@
 bridge, one namespace per "host", each host's link rate shaped with tc.
 
     up(4, "1gbit")  ->  dnb-h0..dnb-h3 with 10.77.0.1..4 on eth0, 1 Gbit/s each way
-    down()          ->  removes every namespace, the bridge and the guard route
+    up(4, "1gbit", cpus_per_host=0.5)  ->  the same, each host's processes held to half
+                    a CPU on the cores its share spans (runners/cgroups.py)
+    down()          ->  removes every namespace, the bridge, the host limits and the guard
+                       route
 
 Safety (DESIGN.md §9): before any lab address exists, an `unreachable` route for the lab
 subnet is installed in the root namespace, so traffic to lab addresses can never leave by
@@ -28,9 +31,10 @@ import re
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from runners import cgroups
 from runners.process import identity
 from runners.spec import ProcessSpec
 
@@ -55,6 +59,12 @@ class Cluster:
     addresses: list[str]  # lab address of each host
     link: str  # "unshaped" or a tc rate such as "1gbit"
     created: str
+    #: CPUs of compute per host (runners/cgroups.py); 0: every host shares every core
+    cpus_per_host: float = 0.0
+    memory_per_host: int = 0  # bytes; 0: no limit
+    cpusets: list[str] = field(default_factory=list)  # the cores each host runs on
+    #: one host's speed with busy neighbours over its speed alone (cgroups.isolation)
+    isolation: dict = field(default_factory=dict)
 
     def namespace_of(self, address: str) -> str:
         if address not in self.addresses:
@@ -114,13 +124,22 @@ def namespaces() -> list[str]:
                    if line.startswith(PREFIX)), key=lambda n: int(n[len(PREFIX):]))
 
 
-def up(hosts: int, link: str = "unshaped") -> Cluster:
-    """Create `hosts` emulated hosts (after removing any previous cluster)."""
+def up(hosts: int, link: str = "unshaped", cpus_per_host: float = 0.0,
+       memory_per_host: int = 0) -> Cluster:
+    """Create `hosts` emulated hosts (after removing any previous cluster), with
+    `cpus_per_host` CPUs of compute each when > 0 (and `memory_per_host` bytes)."""
     if os.geteuid() != 0:
         raise ClusterError("the emulated cluster needs root (network namespaces, tc)")
     if not 1 <= hosts <= 64:
         raise ClusterError(f"hosts = {hosts}: choose 1..64")
     bits = rate_bits(link)
+    if memory_per_host and not cpus_per_host:
+        raise ClusterError("memory_per_host needs cpus_per_host too (both are the host's "
+                           "cgroup limits)")
+    try:
+        limits = cgroups.plan(hosts, cpus_per_host, memory_per_host) if cpus_per_host else []
+    except cgroups.CgroupError as exc:
+        raise ClusterError(str(exc)) from None
     down()
     taken = routes_overlapping()
     if taken:
@@ -146,11 +165,19 @@ def up(hosts: int, link: str = "unshaped") -> Cluster:
                 _tc("qdisc", "replace", "dev", "eth0", "root", *tbf_args(bits), ns=ns)
                 _tc("qdisc", "replace", "dev", port, "root", *tbf_args(bits))
             names.append(ns)
+        probe: dict = {}
+        if limits:
+            cgroups.create(names, limits)
+            probe = cgroups.isolation(names, limits) if hosts > 1 else {}
+    except cgroups.CgroupError as exc:
+        down()
+        raise ClusterError(str(exc)) from None
     except BaseException:
         down()
         raise
     cluster = Cluster(names, [address(i) for i in range(hosts)], link,
-                      time.strftime("%Y-%m-%dT%H:%M:%S"))
+                      time.strftime("%Y-%m-%dT%H:%M:%S"), cpus_per_host, memory_per_host,
+                      [lim.cpuset for lim in limits], probe)
     STATE.parent.mkdir(parents=True, exist_ok=True)
     STATE.write_text(json.dumps(asdict(cluster)))
     return cluster
@@ -211,25 +238,30 @@ def _in_use(others: list[dict]) -> str:
     return "; ".join(f"pid {h['pid']} ({h['hosts']} hosts at {h['link']})" for h in others)
 
 
-def ensure(hosts: int, link: str) -> tuple[Cluster, bool]:
-    """A cluster of exactly `hosts` hosts at `link` for this process: the running one
-    (re-shaped if the rate differs) or a new one; the flag says whether it was created
-    here. Another live process using the cluster at other hosts or another rate is never
-    disturbed: ClusterError says who holds it. Call `release` when done."""
+def ensure(hosts: int, link: str, cpus_per_host: float = 0.0) -> tuple[Cluster, bool]:
+    """A cluster of exactly `hosts` hosts at `link` (and `cpus_per_host` CPUs each, 0:
+    unlimited) for this process: the running one (re-shaped if the rate differs) or a
+    new one; the flag says whether it was created here. Another live process using the
+    cluster in another shape is never disturbed: ClusterError says who holds it. Call
+    `release` when done."""
     with _locked():
         c = current()
         others = _others()
-        if others and (c is None or len(c.hosts) != hosts or c.link != link):
+        same_hosts = c is not None and len(c.hosts) == hosts and \
+            c.cpus_per_host == cpus_per_host
+        if others and (not same_hosts or c.link != link):
             raise ClusterError(f"the emulated cluster is in use by {_in_use(others)}; it "
-                               f"cannot become {hosts} hosts at {link} until that ends")
-        if c is not None and len(c.hosts) == hosts:
+                               f"cannot become {hosts} hosts at {link}"
+                               + (f" with {cpus_per_host:g} CPUs each" if cpus_per_host
+                                  else "") + " until that ends")
+        if same_hosts:
             c, made = (c if c.link == link else reshape(link)), False
         else:
-            c, made = up(hosts, link), True
+            c, made = up(hosts, link, cpus_per_host), True
         LEASES.mkdir(parents=True, exist_ok=True)
         (LEASES / f"{os.getpid()}.json").write_text(json.dumps(
             {"pid": os.getpid(), "identity": identity(os.getpid()), "hosts": hosts,
-             "link": link}))
+             "link": link, "cpus_per_host": cpus_per_host}))
         return c, made
 
 
@@ -244,7 +276,8 @@ def release(take_down: bool) -> bool:
         return False
 
 
-def up_unless_used(hosts: int, link: str) -> Cluster:
+def up_unless_used(hosts: int, link: str, cpus_per_host: float = 0.0,
+                   memory_per_host: int = 0) -> Cluster:
     """`dnnbench cluster up`: a new cluster, or ClusterError naming the processes that
     use the running one."""
     with _locked():
@@ -252,7 +285,7 @@ def up_unless_used(hosts: int, link: str) -> Cluster:
         if others:
             raise ClusterError(f"the emulated cluster is in use by {_in_use(others)}; "
                                "it cannot be replaced until they end")
-        return up(hosts, link)
+        return up(hosts, link, cpus_per_host, memory_per_host)
 
 
 def down_unless_used() -> list[str]:
@@ -278,6 +311,7 @@ def down() -> list[str]:
         if name.startswith("dnbv"):
             _ip("link", "del", name, check=False)
     _ip("link", "del", BRIDGE, check=False)
+    cgroups.remove()
     if _guard_installed():
         _ip("route", "del", "unreachable", SUBNET, check=False)  # the guard goes last
     STATE.unlink(missing_ok=True)
@@ -332,8 +366,11 @@ def status() -> list[dict]:
         qdisc = subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "show", "dev",
                                 "eth0"], capture_output=True, text=True).stdout
         m = re.search(r"rate (\S+)", qdisc)
+        limited = c is not None and c.cpus_per_host and i < len(c.cpusets)
         out.append({"host": ns, "address": address(i), "rate": m.group(1) if m else "unshaped",
-                    **interface_bytes(ns), "link": c.link if c else "?"})
+                    **interface_bytes(ns), "link": c.link if c else "?",
+                    "cpus": c.cpus_per_host if limited else 0.0,
+                    "cpuset": c.cpusets[i] if limited else ""})
     return out
 
 
@@ -365,8 +402,14 @@ def mpirun_across(specs: list[ProcessSpec], cluster: Cluster, mpirun: str = "mpi
         "plm_rsh_agent": str(AGENT), "btl": "tcp,self", "btl_tcp_if_include": SUBNET,
         "oob_tcp_if_include": SUBNET})
     ns = cluster.namespace_of(cluster.addresses[0])
-    return ProcessSpec(cmd.role, cmd.rank, ("nsenter", f"--net=/run/netns/{ns}", "--",
-                                            *cmd.argv), cmd.env, cmd.cwd)
+    # mpirun and the first host's ranks in that host's limits; the agent puts the other
+    # hosts' ranks in theirs
+    return ProcessSpec(cmd.role, cmd.rank, _limited(ns, cluster, (
+        "nsenter", f"--net=/run/netns/{ns}", "--", *cmd.argv)), cmd.env, cmd.cwd)
+
+
+def _limited(ns: str, cluster: Cluster, argv: tuple[str, ...]) -> tuple[str, ...]:
+    return cgroups.join_argv(ns, argv) if cluster.cpus_per_host else tuple(argv)
 
 
 def on_lab_interface(spec: ProcessSpec) -> ProcessSpec:
@@ -380,5 +423,5 @@ def on_lab_interface(spec: ProcessSpec) -> ProcessSpec:
 def inside(spec: ProcessSpec, cluster: Cluster) -> ProcessSpec:
     """The same process, started inside the namespace that owns its host address."""
     ns = cluster.namespace_of(spec.host)
-    return replace(on_lab_interface(spec),
-                   argv=("nsenter", f"--net=/run/netns/{ns}", "--", *spec.argv))
+    return replace(on_lab_interface(spec), argv=_limited(
+        ns, cluster, ("nsenter", f"--net=/run/netns/{ns}", "--", *spec.argv)))

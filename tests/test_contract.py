@@ -16,6 +16,10 @@ def spec(**kw):
     ({"model": "alexnet"}, "smallest image size alexnet accepts is 63 px"),
     ({"nodes": 2}, "strategy 'single' runs one worker"),
     ({"xla": True}, "xla = true is unsupported for torch"),
+    ({"cpus_per_host": 1.0}, "cpus_per_host = 1 limits emulated hosts, but link is empty"),
+    ({"cpus_per_host": -1.0, "link": "unshaped"}, "cpus_per_host = -1.0 must be a finite "
+                                                  "number >= 0"),
+    ({"cpus_per_host": 5000.0, "link": "unshaped"}, "cpus_per_host = 5000.0 must be"),
 ])
 def test_validation_names_field_value_and_fix(kw, message):
     with pytest.raises(SpecError, match=message.replace("(", r"\(")):
@@ -29,3 +33,34 @@ def test_json_round_trip_and_hash_ignores_label():
     assert s.config_hash() != spec(batch_size=8).config_hash()
     with pytest.raises(SpecError, match="unknown RunSpec field"):
         RunSpec.from_dict({"framework": "torch", "model": "resnet50", "bacth": 2})
+
+
+def test_host_cpu_limits_span_the_cores_of_each_hosts_share():
+    """Host i's share [i*C, (i+1)*C) of the core line decides its cores: fractional hosts
+    pack onto one core each, wide ones span two, and hosts that do not fit are refused
+    (their compute would depend on each other)."""
+    from runners.cgroups import CgroupError, plan
+
+    assert [h.cpuset for h in plan(8, 0.25, cores=[0, 1])] == ["0"] * 4 + ["1"] * 4
+    assert [h.cpuset for h in plan(3, 0.5, cores=[0, 1])] == ["0", "0", "1"]
+    assert [h.cpuset for h in plan(3, 2 / 3, cores=[0, 1])] == ["0", "0-1", "1"]
+    assert [h.cpuset for h in plan(2, 1.5, cores=[0, 1, 2])] == ["0-1", "1-2"]
+    assert [h.cpuset for h in plan(2, 2, cores=[0, 1, 4, 5])] == ["0-1", "4-5"]
+    assert {h.cpus for h in plan(4, 0.5, cores=[0, 1])} == {0.5}
+    with pytest.raises(CgroupError, match=r"3 hosts x cpus_per_host = 1 is 3 CPUs, more than "
+                                          r"the 2 core\(s\).*use cpus_per_host <= 0.666667"):
+        plan(3, 1.0, cores=[0, 1])
+    with pytest.raises(CgroupError, match="below the 0.01 CPU"):
+        plan(2, 0.001, cores=[0, 1])
+
+
+def test_cpus_per_host_beyond_this_machine_is_refused_before_anything_runs():
+    import os
+
+    cores = len(os.sched_getaffinity(0))
+    with pytest.raises(SpecError, match=f"more than the {cores} core"):
+        validate(spec(strategy="allreduce", nodes=2, link="unshaped", cpus_per_host=cores))
+    validate(spec(strategy="allreduce", nodes=2, link="unshaped", cpus_per_host=cores / 2))
+    # the hash of runs stored before the field existed is unchanged at its default
+    assert spec().config_hash() == spec(cpus_per_host=0.0).config_hash()
+    assert spec().config_hash() != spec(link="unshaped", cpus_per_host=1.0).config_hash()

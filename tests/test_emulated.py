@@ -10,10 +10,11 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from runners import emulated
+from runners import cgroups, emulated
 from tests.conftest import run_cli
 from tests.test_process_runner import alive
 
@@ -46,6 +47,7 @@ def leftovers() -> list[str]:
     routes = subprocess.run(["ip", "route", "show", "table", "all"], capture_output=True,
                             text=True).stdout
     out += [ln for ln in routes.splitlines() if ln.startswith("unreachable 10.77.")]
+    out += [f"cgroup {g}" for g in cgroups.exists()]
     return out
 
 
@@ -242,3 +244,94 @@ def test_guard_refuses_a_subnet_this_machine_routes(clean):
         subprocess.run(["ip", "route", "del", "blackhole", "10.77.0.128/25"], check=True)
     assert "10.77.0.128/25" not in subprocess.run(["ip", "route"], capture_output=True,
                                                   text=True).stdout
+
+
+needs_two_cores = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2,
+                                     reason="host CPU limits of 1 CPU need 2 cores for 2 hosts")
+
+
+@needs_two_cores
+def test_host_cpu_limits_make_compute_independent_of_neighbours(clean):
+    """The point of cpus_per_host: a host's speed alone and with greedy neighbours is the
+    same within noise; without limits (the control, same probe) neighbours slow it."""
+    c = emulated.up(2, "unshaped", cpus_per_host=1.0)
+    assert c.cpusets == [str(x) for x in sorted(os.sched_getaffinity(0))[:2]]
+    limited = c.isolation["ratio"]
+    control = cgroups.isolation(c.hosts, None)["ratio"]
+    assert limited > 0.8, c.isolation
+    assert control < limited - 0.1, (control, c.isolation)
+    assert emulated.current().isolation == c.isolation  # stored with the cluster
+
+
+@needs_two_cores
+def test_host_limits_found_by_name_and_removed_after_a_crash(clean):
+    """A cluster whose state file is gone (its harness killed): `cluster down` still
+    removes the groups; a process left inside one is moved out, not killed (it is not
+    `cluster down`'s to stop)."""
+    emulated.up(2, "unshaped", cpus_per_host=0.5)
+    sleeper = subprocess.Popen(cgroups.join_argv("dnb-h1", ("sleep", "30")))
+    try:
+        deadline = time.monotonic() + 5
+        while "dnb-h1" not in Path(f"/proc/{sleeper.pid}/cgroup").read_text():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        emulated.STATE.unlink()
+        proc = run_cli("cluster", "down")
+        assert proc.returncode == 0 and "removed 2" in proc.stdout, proc.stdout + proc.stderr
+        assert cgroups.exists() == []
+        assert sleeper.poll() is None  # still running, in the root group now
+        assert "dnnbench" not in Path(f"/proc/{sleeper.pid}/cgroup").read_text()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+@pytest.mark.slow
+@needs_two_cores
+def test_runs_on_limited_hosts_are_placed_in_their_limits(all_envs, clean, tmp_path):
+    """A scaling curve's points under one quota: a 1-host baseline and a 2-host DDP run
+    (each process joins its host's group) and Horovod through mpirun's launch agent (the
+    remote rank joins its host's group in the agent)."""
+    exp = tmp_path / "limits.toml"
+    exp.write_text("""name = "limits"
+[defaults]
+framework = "torch"
+model = "googlenet"
+image_size = 32
+batch_size = 4
+num_classes = 10
+steps = 3
+warmup = 1
+trials = 2
+target_width = 0
+link = "unshaped"
+cpus_per_host = 1.0
+[matrix]
+strategy = ["single", "allreduce", "horovod"]
+nodes = [1, 2]
+[[exclude]]
+strategy = "single"
+nodes = 2
+[[exclude]]
+strategy = "allreduce"
+nodes = 1
+[[exclude]]
+strategy = "horovod"
+nodes = 1
+""")
+    db = tmp_path / "r.db"
+    proc = run_cli("run", "-e", str(exp), "--db", str(db))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = _runs(str(db))
+    assert [r["status"] for r in rows] == ["ok"] * 3, [r["reason"] for r in rows]
+    cores = [str(x) for x in sorted(os.sched_getaffinity(0))[:2]]
+    for r in rows:
+        manifest = json.loads(r["manifest_json"])
+        emu = manifest["host"]["emulated"]
+        assert emu["cpus_per_host"] == r["cpus_per_host"] == 1.0 and r["threads"] == 1
+        for rank, facts in manifest["ranks"].items():
+            host = f"dnb-h{int(rank)}"  # one worker per host: rank i on host i
+            assert facts["cgroup"].endswith(f"/dnnbench/{host}"), facts
+            assert facts["cores"] == [int(cores[int(rank)])], facts
+            assert emu["cpusets"][host] == cores[int(rank)]
+    assert leftovers() == []
