@@ -152,7 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
                "--nodes 4 --devices-per-node 4 --strategy allreduce --link ib56 "
                "--intra pcie3 --device-preset p40\n  dnnbench predict --model resnet50 "
                "--batch 16 --image-size 64 --framework torch --workers 1,2,4,8,16 --link "
-               "10gbe\n  dnnbench predict --validate --db results/default.db",
+               "10gbe\n  dnnbench predict --validate --db results/default.db\n"
+               "  dnnbench predict --validate --holdout --db results/scaling-emulated.db",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p_pred.add_argument("--framework", default="torch")
     p_pred.add_argument("--model", default="resnet50")
@@ -181,6 +182,12 @@ def build_parser() -> argparse.ArgumentParser:
     p_pred.add_argument("--db", default=DEFAULT_DB, help="measurements for compute and --validate")
     p_pred.add_argument("--validate", action="store_true",
                         help="predicted vs measured for every stored run the model covers")
+    p_pred.add_argument("--holdout", action="store_true",
+                        help="with --validate: fit every input only on runs with <= 2 "
+                             "workers, then predict every run with more (a prediction, "
+                             "not a fit); exits 1 if a strategy misses the targets "
+                             "(median |error| <= 10%%, worst <= 25%%)")
+    p_pred.add_argument("--experiment", help="with --validate: only this experiment's runs")
     p_pred.add_argument("--links", action="store_true", help="list link profiles and exit")
 
     p_ps = sub.add_parser("ps-placement", help="parameter-server load per placement policy")
@@ -760,11 +767,23 @@ def cmd_predict(args: argparse.Namespace) -> int:
             print(f"{lk.name:<11} alpha {lk.alpha * 1e6:>7.1f} us  {lk.bandwidth / 1e9:>7.2f} GB/s"
                   f"  {lk.description}")
         return 0
+    if args.holdout and not args.validate:
+        raise UserError("--holdout is a kind of --validate: use --validate --holdout")
     if args.validate:
         if not Path(args.db).is_file():
             raise UserError(f"results database {args.db} does not exist")
+        if args.holdout:
+            from harness.perfmodel import holdout
+
+            with Store(args.db) as store:
+                try:
+                    result = holdout.validate(store, args.experiment)
+                except holdout.HoldoutError as exc:
+                    raise UserError(str(exc)) from None
+            print(holdout.table(result))
+            return 0 if all(v["pass"] for v in result.by_strategy().values()) else 1
         with Store(args.db) as store:
-            cs = checks(store, intra=args.intra, inter=args.link)
+            cs = checks(store, args.experiment, intra=args.intra, inter=args.link)
         if not cs:
             print("no stored run the model can check (needs throughput runs with a matching "
                   "breakdown run, or multi-worker runs)")

@@ -17,7 +17,7 @@ from typing import Any
 import jinja2
 
 from harness import verdicts
-from harness.perfmodel import validate
+from harness.perfmodel import holdout, validate
 from harness.perfmodel.predict import predict
 from harness.store import RUN_COLUMNS, Store
 from reports import tables as T
@@ -55,8 +55,10 @@ def _shootout_charts(shoot: T.Table) -> list:
     return charts
 
 
-def _scaling_charts(store: Store, scale: T.Table) -> list:
-    """Measured throughput/efficiency vs workers, with the model's curve (dashed) beyond."""
+def _scaling_charts(store: Store, scale: T.Table, held: T.Table | None = None) -> list:
+    """Measured throughput/efficiency vs workers, with the model's curve (dashed) beyond,
+    and the held-out prediction (dotted markers) where runs at both scales exist."""
+    held_by_run = {row["_held"].run_id: row["_held"] for row in (held.rows if held else [])}
     groups: dict[tuple, list[dict]] = {}
     for row in scale.rows:
         key = (row["framework"], row["model"], row["strategy"], row["config"])
@@ -74,6 +76,12 @@ def _scaling_charts(store: Store, scale: T.Table) -> list:
             effs = [(1, 100.0)] + effs
         tp.append(Series(f"{name} measured", pts))
         eff.append(Series(f"{name} measured", effs))
+        held_pts = sorted((row["workers"], row["_row"]["batch_size"] * row["workers"]
+                           / held_by_run[row["_row"]["run_id"]].predicted)
+                          for row in rows if row["_row"]["run_id"] in held_by_run)
+        if held_pts:
+            tp.append(Series(f"{name} held-out prediction", held_pts, dashed=True,
+                             color_of=f"{name} measured"))
         largest = max(rows, key=lambda row: row["workers"])
         model_in = validate.scenario_for(store, largest["_row"])
         if model_in:
@@ -149,8 +157,13 @@ def build(store: Store, experiment: str | None = None) -> dict[str, Any]:
     ok = [r for r in runs if r["status"] == "ok"]
     bad = [r for r in runs if r["status"] != "ok"]
     checks = validate.checks(store, experiment)
+    try:
+        held = holdout.validate(store, experiment)
+    except holdout.HoldoutError:
+        held = None  # no runs at both scales: no held-out section
     shoot, bd = T.shootout(ok), T.breakdown(ok)
     scale = T.scaling(ok, checks)
+    held_table = T.holdout(held)
     comm, fits = T.communication(store)
     ps = T.ps_placement(runs)
     ps_rec = T.ps_recorded(ok)
@@ -167,18 +180,20 @@ def build(store: Store, experiment: str | None = None) -> dict[str, Any]:
         "findings": T.findings(shoot, scale, verdicts.round_times(store.trials(
             r["run_id"] for r in ok))) + T.pipeline_findings(pipe),
         "model_error": validate.median_abs_error(checks), "n_checks": len(checks),
+        "holdout": held.by_strategy() if held else {},
         "sections": [
             ("shootout", "Single-device shoot-out", _shootout_charts(shoot) if shoot else [],
              [shoot]),
             ("breakdown", "Where the time goes", [bd_chart] if bd_chart else [], [bd]),
-            ("scaling", "Scaling", _scaling_charts(store, scale) if scale else [], [scale]),
+            ("scaling", "Scaling", _scaling_charts(store, scale, held_table) if scale else [],
+             [scale]),
             ("communication", "Communication", [c for c in [_comm_chart(comm, fits)] if c],
              [fits, comm]),
             ("ps", "Parameter servers", [c for c in [_ps_chart(ps)] if c], [ps_rec, ps]),
             ("pipeline", "Input pipeline", [], [pipe]),
             ("resources", "Resources", [], [res]),
             ("environments", "Venv vs container", [], [envs]),
-            ("model", "Performance model: predicted vs measured", [], [acc]),
+            ("model", "Performance model: predicted vs measured", [], [held_table, acc]),
             ("failures", "Failed and skipped runs", [], [fail]),
         ],
         "run_columns": RUN_TABLE_COLUMNS, "manifests": _manifests(ok),
@@ -203,8 +218,14 @@ def render_markdown(ctx: dict[str, Any]) -> str:
     out = [f"# dnnbench report{': ' + ctx['experiment'] if ctx['experiment'] else ''}", ""]
     out.append(f"{len(ctx['runs'])} runs ({len(ctx['ok'])} ok) of "
                f"{', '.join(ctx['frameworks'])}.")
+    for strategy, v in ctx["holdout"].items():
+        out.append(f"Held-out prediction ({strategy}; every input fitted on runs with <= 2 "
+                   f"workers): median absolute error {v['median'] * 100:.1f}%, worst "
+                   f"{v['worst'] * 100:.1f}%, over {v['n']} larger runs (targets <= 10% and "
+                   f"<= 25%: {'met' if v['pass'] else 'not met'}).")
     if ctx["model_error"] is not None:
-        out.append(f"Performance model: median absolute error {ctx['model_error'] * 100:.1f}% "
+        out.append("Performance model, in-sample check: median absolute error "
+                   f"{ctx['model_error'] * 100:.1f}% "
                    f"over {ctx['n_checks']} measured configurations.")
     out += ["", "## Summary", ""] + [f"- {f}" for f in ctx["findings"]]
     for t in all_tables(ctx):

@@ -69,10 +69,13 @@ def env_of(r: dict) -> str:
     return r.get("env") or "venv"  # rows stored before the env axis ran in venvs
 
 
-def config(r: dict, with_env: bool = True) -> str:
+def config(r: dict, with_env: bool = True, with_nodes: bool = True) -> str:
+    """A configuration in words; without the node count it names a scaling curve."""
     return (f"b{r['batch_size']} {r['image_size']}px {r['device']} {r['precision']}"
             + ("" if synthetic(r) else " real data")
-            + (f" {r['nodes']} hosts @ {r['link']}" if r.get("link") else "")
+            + ((f" {r['nodes']} hosts" if with_nodes else " hosts") + f" @ {r['link']}"
+               if r.get("link") else "")
+            + (f", {r['cpus_per_host']:g} CPU/host" if r.get("cpus_per_host") else "")
             + (" in containers" if with_env and env_of(r) == "container" else ""))
 
 
@@ -184,13 +187,20 @@ def breakdown(ok: list[dict]) -> Table:
 
 
 def _baseline(ok: list[dict], r: dict) -> dict | None:
-    for s in reversed(ok):
-        if (s["workers"] == 1 and s["mode"] == "throughput" and s["framework"] == r["framework"]
-                and s["model"] == r["model"] and s["batch_size"] == r["batch_size"]
-                and s["image_size"] == r["image_size"] and s["device"] == r["device"]
-                and s["threads"] == r["threads"] and synthetic(s) == synthetic(r)):
+    """The 1-worker run a scaling point is compared with: the same configuration and
+    threads, preferably on the same (emulated) link and CPU limit per host, where the
+    baseline's compute is what each of the run's workers gets."""
+    same = [s for s in reversed(ok)
+            if (s["workers"] == 1 and s["mode"] == "throughput"
+                and s["framework"] == r["framework"] and s["model"] == r["model"]
+                and s["batch_size"] == r["batch_size"] and s["image_size"] == r["image_size"]
+                and s["device"] == r["device"] and s["threads"] == r["threads"]
+                and synthetic(s) == synthetic(r))]
+    for s in same:
+        if (s.get("link") or "") == (r.get("link") or "") and \
+                (s.get("cpus_per_host") or 0) == (r.get("cpus_per_host") or 0):
             return s
-    return None
+    return None if r.get("cpus_per_host") else (same[0] if same else None)
 
 
 def _same_input(a: dict, b: dict) -> bool:
@@ -298,7 +308,7 @@ def scaling(ok: list[dict], checks: list[validate.Check]) -> Table:
         c = pred.get(r["run_id"])
         t.rows.append({
             "framework": display(r["framework"]), "model": r["model"], "strategy": r["strategy"],
-            "config": config(r), "workers": r["workers"], "nodes": r["nodes"],
+            "config": config(r, with_nodes=False), "workers": r["workers"], "nodes": r["nodes"],
             "images_per_s": r["images_per_s"], "per_worker": r["images_per_s_per_worker"],
             "efficiency_pct": eff * 100 if eff else None,
             "exposed_ms": (r["t_iter_s"] - base["t_iter_s"]) * 1e3 if base else None,
@@ -412,6 +422,30 @@ def model_accuracy(checks: list[validate.Check]) -> Table:
                        "measured_eff": c.measured_eff * 100 if c.measured_eff else None,
                        "predicted_eff": c.predicted_eff * 100 if c.predicted_eff else None,
                        "basis": c.basis})
+    return t
+
+
+def holdout(result: Any) -> Table:
+    """The held-out prediction (harness/perfmodel/holdout.py): every input fitted on runs
+    with at most 2 workers, every larger run predicted from them alone."""
+    from harness.perfmodel.holdout import FIT_MAX_WORKERS
+
+    t = Table("holdout", f"Held-out prediction: fitted on runs with <= {FIT_MAX_WORKERS} "
+                         "workers, judged on the larger ones", [
+        Column("label", "configuration (held out)", digits=0), Column("workers", "workers"),
+        Column("measured_ms", "measured", "ms"), Column("low_ms", "95% low", "ms"),
+        Column("high_ms", "95% high", "ms"), Column("predicted_ms", "predicted", "ms"),
+        Column("error_pct", "error", "%", 2),
+        Column("fitted_from", "inputs and the runs they were fitted on", digits=0)],
+        note="A prediction, not a fit: no input comes from the runs in this table. "
+             + "; ".join(f"link {k}: {v}" for k, v in (result.links if result else {}).items()))
+    for r in result.rows if result else []:
+        t.rows.append({"label": r.label, "workers": r.workers,
+                       "measured_ms": r.measured * 1e3,
+                       "low_ms": r.measured_low * 1e3 if r.measured_low else None,
+                       "high_ms": r.measured_high * 1e3 if r.measured_high else None,
+                       "predicted_ms": r.predicted * 1e3, "error_pct": r.error * 100,
+                       "fitted_from": r.fitted_from, "_held": r})
     return t
 
 

@@ -26,8 +26,20 @@ from pathlib import Path
 
 ROOT = Path(os.environ.get("DNNBENCH_CGROUP_ROOT", "/sys/fs/cgroup"))
 PARENT = "dnnbench"
-PERIOD_US = 100_000
+#: CFS period: short, so a host that spent its quota waits a few ms, not tens (on a ring
+#: allreduce every step waits for the slowest host), but long enough that the quota is at
+#: least the kernel's bandwidth slice (sched_cfs_bandwidth_slice_us, 5 ms by default):
+#: runtime is handed to CPUs in slices, so a smaller quota is enforced only roughly.
+PERIOD_US = 10_000
+MAX_PERIOD_US = 1_000_000  # the kernel's limit
 V1_CONTROLLERS = ("cpu", "cpuset", "memory")
+
+
+def _slice_us() -> int:
+    try:
+        return int(Path("/proc/sys/kernel/sched_cfs_bandwidth_slice_us").read_text())
+    except (OSError, ValueError):
+        return 5_000
 
 
 class CgroupError(RuntimeError):
@@ -84,13 +96,20 @@ def plan(hosts: int, cpus: float, memory_bytes: int = 0,
                           f"{len(cores) / hosts:g} or fewer hosts")
     if cpus < 0.01:
         raise CgroupError(f"cpus_per_host = {cpus:g} is below the 0.01 CPU a quota can "
-                          "enforce (1 ms per 100 ms period)")
+                          f"enforce here (a {_slice_us() / 1000:g} ms bandwidth slice per "
+                          f"period of at most {MAX_PERIOD_US / 1e6:g} s)")
     out = []
     for i in range(hosts):
         lo = math.floor(i * cpus + 1e-9)
         hi = max(lo + 1, math.ceil((i + 1) * cpus - 1e-9))
         out.append(HostLimits(cpus, _ranges(cores[lo:hi]), memory_bytes))
     return out
+
+
+def period_us(cpus: float) -> int:
+    """The CFS period for a quota of `cpus`: PERIOD_US, or longer so that the quota is at
+    least one bandwidth slice (0.25 CPU: 20 ms; 0.125 CPU: 40 ms)."""
+    return min(MAX_PERIOD_US, max(PERIOD_US, math.ceil(_slice_us() / cpus)))
 
 
 def _write(path: Path, value: str) -> None:
@@ -148,8 +167,9 @@ def _create_v1(hosts: list[str], limits: list[HostLimits]) -> None:
         cpu, cs, mem = (ROOT / c / PARENT / host for c in V1_CONTROLLERS)
         for d in (cpu, cs, mem):
             d.mkdir(exist_ok=True)
-        _write(cpu / "cpu.cfs_period_us", str(PERIOD_US))
-        _write(cpu / "cpu.cfs_quota_us", str(int(round(lim.cpus * PERIOD_US))))
+        period = period_us(lim.cpus)
+        _write(cpu / "cpu.cfs_period_us", str(period))
+        _write(cpu / "cpu.cfs_quota_us", str(int(round(lim.cpus * period))))
         _write(cs / "cpuset.cpus", lim.cpuset)
         _write(cs / "cpuset.mems", mems)
         _write(mem / "memory.limit_in_bytes", str(lim.memory_bytes) if lim.memory_bytes
@@ -165,7 +185,8 @@ def _create_v2(hosts: list[str], limits: list[HostLimits]) -> None:
     for host, lim in zip(hosts, limits):
         d = parent / host
         d.mkdir(exist_ok=True)
-        _write(d / "cpu.max", f"{int(round(lim.cpus * PERIOD_US))} {PERIOD_US}")
+        period = period_us(lim.cpus)
+        _write(d / "cpu.max", f"{int(round(lim.cpus * period))} {period}")
         _write(d / "cpuset.cpus", lim.cpuset)
         if lim.memory_bytes:
             _write(d / "memory.max", str(lim.memory_bytes))

@@ -206,6 +206,20 @@ def _rows(db: Path) -> list[dict]:
     return [dict(r) for r in conn.execute("SELECT * FROM runs ORDER BY started, run_id")]
 
 
+#: (venv, container) x (1 worker, 2 workers allreduce): an experiment's matrix
+VENV_VS_CONTAINER = """[matrix]
+env = ["venv", "container"]
+strategy = ["single", "allreduce"]
+devices_per_node = [1, 2]
+[[exclude]]
+strategy = "single"
+devices_per_node = 2
+[[exclude]]
+strategy = "allreduce"
+devices_per_node = 1
+"""
+
+
 def _assert_containers_match_venv(exp: Path, tmp_path: Path, image: str) -> Path:
     """Run an experiment of (venv, container) x (1 worker, 2 workers): each container run
     fills the same columns as its venv twin, at a similar speed, with the same math, and
@@ -253,17 +267,7 @@ warmup = 2
 trials = 4
 target_width = 0
 threads = 1
-[matrix]
-env = ["venv", "container"]
-strategy = ["single", "allreduce"]
-devices_per_node = [1, 2]
-[[exclude]]
-strategy = "single"
-devices_per_node = 2
-[[exclude]]
-strategy = "allreduce"
-devices_per_node = 1
-""")
+""" + VENV_VS_CONTAINER)
     report = _assert_containers_match_venv(exp, tmp_path, torch_image)
     assert _containers() == []  # every container removed
     html = report.read_text()
@@ -296,17 +300,7 @@ warmup = 2
 trials = 3
 target_width = 0
 threads = 1
-[matrix]
-env = ["venv", "container"]
-strategy = ["single", "allreduce"]
-devices_per_node = [1, 2]
-[[exclude]]
-strategy = "single"
-devices_per_node = 2
-[[exclude]]
-strategy = "allreduce"
-devices_per_node = 1
-""")
+""" + VENV_VS_CONTAINER)
     _assert_containers_match_venv(exp, tmp_path, image)
     assert _containers() == []
 

@@ -50,7 +50,13 @@ def test_host_cpu_limits_span_the_cores_of_each_hosts_share():
     with pytest.raises(CgroupError, match=r"3 hosts x cpus_per_host = 1 is 3 CPUs, more than "
                                           r"the 2 core\(s\).*use cpus_per_host <= 0.666667"):
         plan(3, 1.0, cores=[0, 1])
-    with pytest.raises(CgroupError, match="below the 0.01 CPU"):
+    from runners.cgroups import _slice_us, period_us
+
+    # quota >= the kernel's bandwidth slice (5 ms by default), period >= 10 ms
+    slice_us = _slice_us()
+    assert period_us(1.0) == max(10_000, slice_us)
+    assert period_us(0.25) * 0.25 >= slice_us and period_us(0.05) * 0.05 >= slice_us
+    with pytest.raises(CgroupError, match="below the 0.01 CPU a quota can enforce"):
         plan(2, 0.001, cores=[0, 1])
 
 

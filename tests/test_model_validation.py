@@ -56,3 +56,80 @@ def test_predicted_vs_measured_two_workers(torch_env, tmp_path):
         assert abs(c.error) < bound, c
     assert sum(c.basis.startswith(ITERATION_MODEL) for c in cs) == 2  # 1 and 2 workers
     print(f"median absolute error {median_abs_error(cs):.1%}")
+
+
+# --- held-out validation: fitted on <= 2 workers, judged on more ---------------------------
+
+
+def test_holdout_refuses_without_runs_at_both_scales(tmp_path):
+    from harness.perfmodel import holdout
+    from tests.conftest import run_cli
+
+    db = tmp_path / "empty.db"
+    with Store(str(db)) as store:
+        with pytest.raises(holdout.HoldoutError, match="needs runs at both scales"):
+            holdout.validate(store)
+    proc = run_cli("predict", "--validate", "--holdout", "--db", str(db))
+    assert proc.returncode == 2
+    assert "has throughput runs at no worker counts" in proc.stderr
+    assert "experiments/scaling-emulated.toml" in proc.stderr
+
+
+def test_holdout_link_fit_recovers_alpha_and_beta_from_two_gradient_sizes():
+    """The fit is the model's own structure run backwards: exposed communication made by
+    the model for a known link at 2 workers of two networks gives that link back."""
+    from dataclasses import replace
+
+    from harness.perfmodel import holdout, network
+    from harness.perfmodel.predict import Compute, Scenario, predict
+
+    alpha, beta = 80e-6, 1 / 1.25e8
+    points = []
+    for model in ("googlenet", "resnet50"):
+        sc = Scenario(model, 8, nodes=2, image_size=32, num_classes=10, overlap=False)
+        compute = Compute(0.1, 0.2)
+        a, b = holdout._coefficients(sc, compute)
+        lk = network.Link("x", alpha, beta)
+        exposed = predict(replace(sc, intra=lk, inter=lk), compute).t_comm_exposed
+        points.append((a, b, exposed))
+    fa, fb, how = holdout._fit_link(points, None)
+    assert how == "alpha and beta by least squares"
+    assert fa == pytest.approx(alpha, rel=1e-6) and fb == pytest.approx(beta, rel=1e-6)
+    # one size: beta absorbs everything, alpha assumed 0 (and the output says so)
+    fa, fb, how = holdout._fit_link(points[:1], None)
+    assert fa == 0.0 and "alpha = 0 assumed" in how and fb > beta
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(__import__("os").geteuid() != 0, reason="emulated hosts need root")
+def test_holdout_on_a_tiny_real_scaling_run(torch_env, tmp_path):
+    """1, 2 and 4 emulated hosts of half a CPU each: the 4-host run is predicted from the
+    1- and 2-host runs alone, and the table says where each input came from."""
+    from tests.conftest import run_cli
+
+    exp = tmp_path / "tiny.toml"
+    exp.write_text('name = "tiny-scaling"\n[defaults]\nframework = "torch"\n'
+                   'model = "googlenet"\nimage_size = 32\nbatch_size = 4\nnum_classes = 10\n'
+                   'steps = 3\nwarmup = 1\ntrials = 3\ntarget_width = 0\n'
+                   'strategy = "allreduce"\nlink = "1gbit"\ncpus_per_host = 0.5\n'
+                   '[matrix]\nnodes = [1, 2, 4]\n')
+    db, report = tmp_path / "s.db", tmp_path / "s.html"
+    proc = run_cli("run", "-e", str(exp), "--db", str(db), "--report", str(report))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    html = report.read_text()
+    # the report headlines the held-out error and draws the held-out prediction
+    assert "Held-out prediction (allreduce; every input fitted on runs with &le; 2" in html
+    assert 'id="table-holdout"' in html and "held-out prediction: 4," in html
+    proc = run_cli("predict", "--validate", "--holdout", "--db", str(db))
+    print(proc.stdout)
+    assert proc.returncode in (0, 1), proc.stderr  # 1: a target missed, still a table
+    rows = [ln for ln in proc.stdout.splitlines() if " x4 @ 1gbit, 0.5 CPU/host" in ln
+            and "ms" in ln]
+    assert len(rows) == 1  # the held-out run, and only it (x1, x2 were fitted on)
+    measured, predicted = (float(w[:-2]) for w in rows[0].split() if w.endswith("ms")
+                           and w[:-2].replace(".", "").isdigit())
+    assert 0.5 < predicted / measured < 2.0  # a prediction, not noise
+    assert "fitted only on runs with <= 2 workers" in proc.stdout
+    assert "beta from runs" in proc.stdout and "compute: 1-worker run" in proc.stdout
+    assert ("allreduce: median |error|" in proc.stdout
+            and ("PASS" in proc.stdout) == (proc.returncode == 0))

@@ -1,0 +1,304 @@
+"""Held-out validation: the model fitted on small runs, judged on the large ones.
+
+`validate.checks` compares the model with runs whose own measurements fed it. Here every
+free input is fitted only on runs with at most FIT_MAX_WORKERS workers, and every run with
+more workers is predicted from those inputs alone:
+
+* compute per iteration: the curve's 1-worker run (its breakdown split when there is one);
+  with fixed compute per emulated host (`cpus_per_host`) a worker computes as fast among
+  many hosts as alone, so this input holds at every scale;
+* the link's alpha (per message) and beta (per byte): beta from the curve family's
+  2-worker runs (the exposed communication they measured, t_iter - compute), alpha from a
+  2-rank commbench on the same link when one is stored, else both by least squares when
+  the 2-worker runs span several gradient sizes, else alpha = 0 (said so);
+* everything else (ring steps, PS placement, message counts) is the model's structure.
+
+A curve is the runs that differ only in their worker count. Communication is modelled
+without overlap where a worker's threads fill its CPU share (no core left to progress
+communication during backward); with overlap the exposed time is not linear in alpha and
+beta, and such curves are fitted the same way but say so.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+
+from harness.perfmodel import network
+from harness.perfmodel.predict import Compute, Scenario, predict
+from harness.perfmodel.validate import LIBRARY, STRATEGY_MAP
+from harness.stats import median
+from harness.store import SYNTHETIC, Store
+
+FIT_MAX_WORKERS = 2
+#: The issue's targets, per strategy: median |error| and the worst configuration.
+TARGET_MEDIAN, TARGET_WORST = 0.10, 0.25
+
+#: What a curve's runs share besides the worker count (and devices per node).
+_CURVE = ("framework", "model", "batch_size", "image_size", "device", "strategy", "link",
+          "cpus_per_host", "ps")
+#: What a curve shares with its 1-worker baseline (which may be a 'single' run).
+_BASE = ("framework", "model", "batch_size", "image_size", "device", "link", "cpus_per_host")
+
+
+class HoldoutError(LookupError):
+    """The database cannot support a held-out validation; the message says what to run."""
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    label: str
+    strategy: str
+    workers: int
+    measured: float  # t_iter (s)
+    measured_low: float | None
+    measured_high: float | None
+    predicted: float
+    fitted_from: str  # which runs gave which input
+    run_id: str
+
+    @property
+    def error(self) -> float:
+        return (self.predicted - self.measured) / self.measured
+
+    @property
+    def within_interval(self) -> bool:
+        return (self.measured_low is not None and self.measured_high is not None
+                and self.measured_low <= self.predicted <= self.measured_high)
+
+
+@dataclass
+class Result:
+    rows: list[HeldOut] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # curves that could not be validated
+    links: dict[str, str] = field(default_factory=dict)  # link family -> fitted values
+
+    def by_strategy(self) -> dict[str, dict[str, float | bool]]:
+        out: dict[str, dict[str, float | bool]] = {}
+        for s in sorted({r.strategy for r in self.rows}):
+            errs = [abs(r.error) for r in self.rows if r.strategy == s]
+            med, worst = median(errs), max(errs)
+            out[s] = {"n": len(errs), "median": med, "worst": worst,
+                      "pass": med <= TARGET_MEDIAN and worst <= TARGET_WORST}
+        return out
+
+
+def _value(r: dict, k: str):
+    v = r.get(k)
+    return (v or 0.0) if k == "cpus_per_host" else (v or "") if k == "link" else \
+        (v or 0) if k == "ps" else v
+
+
+def _key(r: dict, names: tuple[str, ...] = _CURVE) -> tuple:
+    return tuple(_value(r, k) for k in names) + (_per_node(r),)
+
+
+def _per_node(r: dict) -> int:
+    return json.loads(r["spec_json"]).get("devices_per_node", 1)
+
+
+def _label(r: dict) -> str:
+    limit = (f", {r['cpus_per_host']:g} CPU/host" if r.get("cpus_per_host")
+             else ", shared cores" if r.get("link") else "")
+    ps = f" ps{r['ps']}" if r.get("ps") else ""
+    return (f"{r['framework']} {r['model']} b{r['batch_size']} {r['image_size']}px "
+            f"{r['strategy']}{ps} x{r['workers']}"
+            + (f" @ {r['link']}{limit}" if r.get("link") else ""))
+
+
+def _compute(store: Store, base: dict) -> Compute:
+    """The 1-worker run's iteration: split by a 1-worker breakdown run of the same
+    configuration when there is one, else forward 1/3, backward 2/3."""
+    t = base["t_iter_s"]
+    bd = [b for b in store.runs(f"WHERE status = 'ok' AND mode = 'breakdown' AND {SYNTHETIC} "
+                                "AND workers = 1 AND framework = ? AND model = ?",
+                                (base["framework"], base["model"]))
+          if _key(b, _BASE) == _key(base, _BASE) and b["threads"] == base["threads"]]
+    if bd:
+        b = bd[-1]
+        parts = {k: b[f"t_{k}_s"] or 0.0 for k in ("io", "h2d", "forward", "backward",
+                                                    "update")}
+        total = sum(parts.values()) or 1.0
+        s = t / total
+        return Compute(parts["forward"] * s, parts["backward"] * s, parts["update"] * s,
+                       parts["io"] * s, parts["h2d"] * s,
+                       source=f"1-worker run {base['run_id']}, split by breakdown run "
+                              f"{b['run_id']}")
+    return Compute(t / 3, 2 * t / 3, source=f"1-worker run {base['run_id']} (split 1/3 "
+                                            "forward, 2/3 backward assumed)")
+
+
+def _saturated(r: dict) -> bool:
+    """A worker's threads fill its CPU share: no core left to overlap communication."""
+    if r["device"] != "cpu":
+        return False
+    threads = r["threads"] or 1
+    if r.get("cpus_per_host"):
+        return threads * _per_node(r) >= r["cpus_per_host"]
+    cores = json.loads(r["manifest_json"] or "{}").get("host", {}).get("cores", 0)
+    return threads * r["workers"] >= cores
+
+
+def _scenario(r: dict) -> Scenario:
+    spec = json.loads(r["spec_json"])
+    nodes = spec.get("nodes", 1)
+    return Scenario(r["model"], r["batch_size"], nodes=nodes,
+                    devices_per_node=spec.get("devices_per_node", 1),
+                    strategy=STRATEGY_MAP[r["strategy"]], ps=spec.get("ps") or 1,
+                    image_size=r["image_size"], num_classes=spec.get("num_classes", 1000),
+                    overlap=not _saturated(r))
+
+
+def _comm(sc: Scenario, compute: Compute, alpha: float, beta: float) -> float:
+    lk = network.Link("fitted", alpha, beta)
+    return predict(replace(sc, intra=lk, inter=lk), compute).t_comm_exposed
+
+
+def _coefficients(sc: Scenario, compute: Compute) -> tuple[float, float]:
+    """Exposed communication per second of alpha and per s/byte of beta (exact when there
+    is no overlap: the model is linear in both)."""
+    return _comm(sc, compute, 1.0, 0.0), _comm(sc, compute, 0.0, 1.0)
+
+
+def _family(r: dict) -> tuple:
+    """Runs whose communication crosses the same link with the same library."""
+    lib = LIBRARY.get((r["framework"], r["strategy"], r["device"]), r["framework"])
+    return (lib, r.get("link") or "local", r.get("cpus_per_host") or 0.0)
+
+
+def _fit_link(points: list[tuple[float, float, float]], alpha: float | None
+              ) -> tuple[float, float, str]:
+    """(alpha, beta, how) from fit points (a, b, exposed seconds)."""
+    if alpha is not None:
+        num = sum(b * (y - a * alpha) for a, b, y in points)
+        den = sum(b * b for _, b, _ in points)
+        return alpha, max(num / den, 0.0) if den else 0.0, "alpha from commbench"
+    if len(points) >= 2:
+        saa = sum(a * a for a, _, _ in points)
+        sbb = sum(b * b for _, b, _ in points)
+        sab = sum(a * b for a, b, _ in points)
+        say = sum(a * y for a, _, y in points)
+        sby = sum(b * y for _, b, y in points)
+        det = saa * sbb - sab * sab
+        if det > 1e-12 * saa * sbb:
+            al, be = (say * sbb - sby * sab) / det, (sby * saa - say * sab) / det
+            if al >= 0 and be >= 0:
+                return al, be, "alpha and beta by least squares"
+            _, beta, _ = _fit_link(points, 0.0)
+            return 0.0, beta, (f"alpha = 0 (least squares over {len(points)} runs gave "
+                               f"alpha {al * 1e6:.0f} us, beta {be:.3g} s/B: no valid link)")
+    _, beta, _ = _fit_link(points, 0.0)
+    return 0.0, beta, "alpha = 0 assumed (one gradient size among the fit runs)"
+
+
+def validate(store: Store, experiment: str | None = None) -> Result:
+    """Fit on runs with <= FIT_MAX_WORKERS workers, predict the larger ones."""
+    from harness.commbench import fitted_link
+
+    where = f"WHERE status = 'ok' AND mode = 'throughput' AND {SYNTHETIC}"
+    params: tuple = ()
+    if experiment:
+        where += " AND experiment = ?"
+        params = (experiment,)
+    runs = [r for r in store.runs(where, params) if r["strategy"] in STRATEGY_MAP
+            or r["workers"] == 1]
+    curves: dict[tuple, list[dict]] = {}
+    bases: dict[tuple, list[dict]] = {}
+    for r in runs:
+        if r["strategy"] in STRATEGY_MAP:
+            curves.setdefault(_key(r), []).append(r)
+        if r["workers"] == 1:
+            bases.setdefault(_key(r, _BASE), []).append(r)
+    result = Result()
+    scales = sorted({r["workers"] for r in runs})
+    big = [c for c in curves.values() if any(r["workers"] > FIT_MAX_WORKERS for r in c)]
+    if not big or not any(r["workers"] <= FIT_MAX_WORKERS for r in runs):
+        raise HoldoutError(
+            f"held-out validation needs runs at both scales: <= {FIT_MAX_WORKERS} workers "
+            f"to fit and > {FIT_MAX_WORKERS} to predict; {store.path}"
+            + (f" (experiment {experiment!r})" if experiment else "")
+            + f" has throughput runs at {', '.join(map(str, scales)) or 'no'} worker counts. "
+            "Run a scaling curve, e.g. dnnbench run -e experiments/scaling-emulated.toml")
+    # 1. compute per curve, and the fit points of each link family
+    fits: dict[tuple, list[tuple[float, float, float, str]]] = {}
+    plans = []
+    for curve in big:
+        sample = curve[0]
+        own = [r for r in curve if r["workers"] == 1]  # the curve's own x1 point first
+        base = (own or bases.get(_key(sample, _BASE)) or [None])[-1]
+        if base is None:
+            result.skipped.append(f"{_label(sample)}: no 1-worker run of this configuration "
+                                  "(same link and CPU limit) to give its compute")
+            continue
+        compute = _compute(store, base)
+        for r in curve:
+            if 1 < r["workers"] <= FIT_MAX_WORKERS:
+                a, b = _coefficients(_scenario(r), compute)
+                fits.setdefault(_family(r), []).append(
+                    (a, b, r["t_iter_s"] - compute.total, r["run_id"]))
+        plans.append((curve, base, compute))
+    # 2. one link per family, fitted on its <= 2-worker runs
+    links: dict[tuple, tuple[float, float, str]] = {}
+    for fam, pts in fits.items():
+        lib, link_name, cpus = fam
+        # commbench runs without host limits: its alpha is that link's only when the
+        # training runs had none either (a quota adds waiting to every message)
+        bench = fitted_link(store, lib, 2, link_name) if lib and not cpus else None
+        alpha, beta, how = _fit_link([(a, b, y) for a, b, y, _ in pts],
+                                     bench.alpha if bench else None)
+        runs_used = ", ".join(run_id for *_, run_id in pts)
+        links[fam] = (alpha, beta, f"{how}; beta from runs {runs_used}")
+        bw = 1 / beta / 1e9 if beta else float("inf")
+        result.links[f"{lib} @ {link_name}" + (f", {fam[2]:g} CPU/host" if fam[2] else "")] = (
+            f"alpha {alpha * 1e6:.0f} us, {bw:.3f} GB/s ({links[fam][2]})")
+    # 3. predict every larger run from those inputs alone
+    for curve, _, compute in plans:
+        for r in sorted(curve, key=lambda x: x["workers"]):
+            if r["workers"] <= FIT_MAX_WORKERS:
+                continue
+            fam = _family(r)
+            if fam not in links:
+                result.skipped.append(f"{_label(r)}: no 2-worker run on its link to fit "
+                                      "the link from")
+                continue
+            alpha, beta, how = links[fam]
+            sc = _scenario(r)
+            lk = network.Link("fitted", alpha, beta)
+            p = predict(replace(sc, intra=lk, inter=lk), compute)
+            result.rows.append(HeldOut(
+                _label(r), r["strategy"], r["workers"], r["t_iter_s"], r["t_iter_low_s"],
+                r["t_iter_high_s"], p.t_iter,
+                f"compute: {compute.source}; link: {how}"
+                + ("" if not sc.overlap else "; overlap modelled (not linear in the fit)"),
+                r["run_id"]))
+    if not result.rows:
+        raise HoldoutError("no run with more than 2 workers could be predicted: "
+                           + "; ".join(result.skipped))
+    return result
+
+
+def table(result: Result) -> str:
+    """The held-out table, the per-strategy verdicts against the targets, and where each
+    input came from."""
+    lines = [f"{'configuration (held out)':<58} {'measured':>9} {'95% interval':>17} "
+             f"{'predicted':>9} {'error':>7}"]
+    for r in result.rows:
+        ci = (f"[{r.measured_low * 1e3:.0f}, {r.measured_high * 1e3:.0f}] ms"
+              if r.measured_low is not None and r.measured_high is not None else "-")
+        lines.append(f"{r.label:<58} {r.measured * 1e3:>7.1f}ms {ci:>17} "
+                     f"{r.predicted * 1e3:>7.1f}ms {r.error:>+7.1%}")
+    lines.append("")
+    for s, v in result.by_strategy().items():
+        lines.append(f"{s}: median |error| {v['median']:.1%} (target <= "
+                     f"{TARGET_MEDIAN:.0%}), worst {v['worst']:.1%} (target <= "
+                     f"{TARGET_WORST:.0%}) over {v['n']} held-out run(s): "
+                     + ("PASS" if v["pass"] else "FAIL"))
+    lines.append("")
+    lines.append(f"fitted only on runs with <= {FIT_MAX_WORKERS} workers:")
+    for fam, txt in result.links.items():
+        lines.append(f"  link {fam}: {txt}")
+    for r in result.rows:
+        lines.append(f"  {r.label}: {r.fitted_from}")
+    for s in result.skipped:
+        lines.append(f"  not validated: {s}")
+    return "\n".join(lines)
