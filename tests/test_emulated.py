@@ -256,10 +256,14 @@ def test_host_cpu_limits_make_compute_independent_of_neighbours(clean):
     same within noise; without limits (the control, same probe) neighbours slow it."""
     c = emulated.up(2, "unshaped", cpus_per_host=1.0)
     assert c.cpusets == [str(x) for x in sorted(os.sched_getaffinity(0))[:2]]
-    limited = c.isolation["ratio"]
-    control = cgroups.isolation(c.hosts, None)["ratio"]
-    assert limited > 0.8, c.isolation
-    assert control < limited - 0.1, (control, c.isolation)
+    # other load on a shared machine only lowers a ratio: best of up to 3 probes each
+    limited = [c.isolation["ratio"]]
+    while max(limited) <= 0.8 and len(limited) < 3:
+        limited.append(cgroups.isolation(c.hosts, cgroups.plan(2, 1.0))["ratio"])
+    control = [cgroups.isolation(c.hosts, None)["ratio"] for _ in range(2)]
+    print("isolation with limits", limited, "without", control)
+    assert max(limited) > 0.8, (limited, c.isolation)
+    assert max(control) < max(limited) - 0.1, (control, limited)
     assert emulated.current().isolation == c.isolation  # stored with the cluster
 
 
