@@ -5,6 +5,7 @@
 #   harness/slurm-cluster.sh up [NODES]   start munged, slurmctld and NODES slurmd (2)
 #   harness/slurm-cluster.sh down         stop every daemon this script started
 #   harness/slurm-cluster.sh status       sinfo
+# DNNBENCH_SLURM_CPUS=N makes each node declare N CPUs (default: this machine's).
 # There is no systemd: the daemons are started directly and stopped by their pid files.
 # State lives in $DNNBENCH_SLURM_DIR (/run/dnnbench/slurm as root, else
 # ~/.cache/dnnbench/slurm); SLURM_CONF points there. The script runs as root, so it trusts
@@ -101,7 +102,10 @@ case "$action" in
     munged --force --key-file="$dir/munge/munge.key" --socket="$dir/munge/munge.sock" \
       --pid-file="$dir/run/munged.pid" --log-file="$dir/log/munged.log" \
       --seed-file="$dir/munge/seed"
-    cpus=$(nproc)
+    # CPUs each node declares: this machine's, or fewer (DNNBENCH_SLURM_CPUS) to stand for
+    # compute nodes of another size than the host the harness runs on
+    cpus=${DNNBENCH_SLURM_CPUS:-$(nproc)}
+    case "$cpus" in ''|*[!0-9]*|0) die "DNNBENCH_SLURM_CPUS=$cpus: a whole number >= 1" ;; esac
     mem=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 / nodes / 2 ))
     cat > "$conf" <<EOF
 ClusterName=dnnbench

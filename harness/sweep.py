@@ -151,13 +151,28 @@ def describe_group(specs: list) -> str:
     return f"{shared}: {len(specs)} configurations ({' x '.join(differ)}), interleaved"
 
 
+def slurm_context(python: str, source_root: str, run_id: str,
+                  options: SlurmOptions | None) -> PlanContext:
+    """Threads per task from the compute nodes' CPUs (Slurm's word for them), not from
+    this host's: the harness may run on a login node of another size."""
+    from runners.slurm import node_cpus
+
+    cpus = node_cpus((options or SlurmOptions()).partition)
+    return PlanContext(python, source_root, run_id,
+                       cores_per_host=cpus or os.cpu_count() or 1)
+
+
 def _placed(spec, python: str, source_root: str, run_id: str,
-            cluster: emulated.Cluster | None) -> tuple[list, str]:
+            cluster: emulated.Cluster | None, slurm_options: SlurmOptions | None = None
+            ) -> tuple[list, str]:
     """The run's processes and the launcher that starts them: on this host, or one node
     per emulated host (each process inside its host's namespace, or one mpirun reaching
     the hosts through its launch agent); in containers, each process in its own (the
-    container launcher puts it in its host's namespace)."""
+    container launcher puts it in its host's namespace); under Slurm, sized to the
+    compute nodes."""
     launcher = "container" if spec.env == "container" else spec.resolved_launcher
+    if launcher == "slurm":
+        return plan(spec, slurm_context(python, source_root, run_id, slurm_options)), launcher
     if cluster is None:
         return plan(spec, PlanContext(python, source_root, run_id)), launcher
     ctx = PlanContext(python, source_root, run_id, hosts=tuple(cluster.addresses),
@@ -204,7 +219,7 @@ def write_sbatch_scripts(exp: Experiment, directory: str,
     for spec in exp.runnable:
         env = environments[(spec.framework, variant_for(spec.device))]
         name = f"dnnbench-{exp.name}-{spec.config_hash()}"
-        procs = plan(spec, PlanContext(env.python, source_root, name))
+        procs = plan(spec, slurm_context(env.python, source_root, name, slurm_options))
         path = out_dir / f"{name}.sbatch"
         path.write_text(sbatch_script(procs, spec.nodes, name, str(out_dir / f"{name}-%j.out"),
                                       spec.timeout_s, slurm_options,
@@ -345,7 +360,8 @@ class _SweepContext:
         python = self.environments[key].python if image is None else container.IMAGE_PYTHON
         run_host = self.host if image is None else {**self.host, "container": image}
         run_id = collect.new_run_id()
-        procs, launcher = _placed(spec, python, self.source_root, run_id, cluster)
+        procs, launcher = _placed(spec, python, self.source_root, run_id, cluster,
+                                  self.slurm_options)
         if spec.memory_limit_mb:
             procs = [replace(p, memory_limit_bytes=spec.memory_limit_mb * 2**20) for p in procs]
         if image is not None:

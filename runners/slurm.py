@@ -80,6 +80,23 @@ def time_limit(timeout_s: float) -> str:
     return f"{minutes // 60:02d}:{minutes % 60:02d}:00"
 
 
+def node_cpus(partition: str = "") -> int | None:
+    """CPUs of one compute node, as Slurm knows them: inside an allocation its own
+    (SLURM_CPUS_ON_NODE), else the smallest node of the partition (`sinfo`). None when
+    Slurm cannot say; the harness's host is the login node and its core count is not
+    the compute nodes'."""
+    inside = os.environ.get("SLURM_CPUS_ON_NODE", "")
+    if os.environ.get("SLURM_JOB_ID") and inside.isdigit():
+        return int(inside)
+    cmd = ["sinfo", "-h", "-N", "-o", "%c"] + (["-p", partition] if partition else [])
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    cpus = [int(w) for w in out.split() if w.isdigit()]
+    return min(cpus) if cpus else None
+
+
 def srun_line(specs: list[ProcessSpec], nodes: int, mpi: str = "") -> list[str]:
     per_node = -(-len(specs) // nodes)
     cmd = ["srun", f"--nodes={nodes}", f"--ntasks={len(specs)}",

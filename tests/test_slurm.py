@@ -63,7 +63,8 @@ def slurm(tmp_path_factory):
     if os.geteuid() != 0:
         pytest.skip("the local Slurm cluster runs its daemons as root")
     state = tmp_path_factory.mktemp("slurm")
-    env = {**os.environ, "DNNBENCH_SLURM_DIR": str(state)}
+    # compute nodes smaller than this host (the login node): 1 CPU each
+    env = {**os.environ, "DNNBENCH_SLURM_DIR": str(state), "DNNBENCH_SLURM_CPUS": "1"}
     up = subprocess.run(["bash", str(SCRIPT), "up", "2"], env=env, capture_output=True,
                         text=True, timeout=600)
     assert up.returncode == 0, up.stdout + up.stderr
@@ -78,19 +79,27 @@ def _rows(db) -> list[tuple]:
         "ORDER BY started").fetchall()
 
 
-COMMON = ("--model", "googlenet", "--image-size", "32", "--batch", "4", "--steps", "3",
-          "--warmup", "1", "--trials", "2", "--target-width", "0", "--classes", "10", "--nodes", "2", "--threads",
-          "1", "--launcher", "slurm")
+#: threads left to dnnbench: sized to the compute nodes
+AUTO_THREADS = ("--model", "googlenet", "--image-size", "32", "--batch", "4", "--steps", "3",
+                "--warmup", "1", "--trials", "2", "--target-width", "0", "--classes", "10",
+                "--nodes", "2", "--launcher", "slurm")
+COMMON = AUTO_THREADS + ("--threads", "1")
 
 
 def test_sbatch_two_node_runs_land_in_the_database(all_envs, slurm, tmp_path):
     db = str(tmp_path / "r.db")
     runs = (("torch", "allreduce"), ("torch", "horovod"), ("jax", "allreduce"))
-    for fw, strategy in runs:
-        proc = run_cli("run", "--framework", fw, "--strategy", strategy, *COMMON, "--db", db,
+    for i, (fw, strategy) in enumerate(runs):
+        # the first with threads left to dnnbench: sized to the compute nodes (1 CPU
+        # each), not to this 2-core host, or Slurm refuses the job's --cpus-per-task
+        common = AUTO_THREADS if i == 0 else COMMON
+        proc = run_cli("run", "--framework", fw, "--strategy", strategy, *common, "--db", db,
                        "--slurm-dir", str(tmp_path / "jobs"), env=slurm)
         assert proc.returncode == 0, proc.stdout + proc.stderr
     assert _rows(db) == [("ok", "", strategy, 2, 1) for _, strategy in runs]
+    threads = [t for (t,) in sqlite3.connect(db).execute(
+        "SELECT threads FROM runs ORDER BY started")]
+    assert threads == [1, 1, 1]
     outs = list((tmp_path / "jobs").glob("*.out"))
     assert len(outs) == len(runs)
     assert all(":::DNNBENCH_SLURM_EXIT 0" in p.read_text() for p in outs)
