@@ -28,9 +28,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from harness import verdicts  # noqa: E402
+from harness.analysis import config, display  # noqa: E402
 from harness.stats import intervals_overlap  # noqa: E402
 from harness.store import Store  # noqa: E402
-from reports.tables import config, display  # noqa: E402
 
 SCHEDULES = {"fixed": ["--order", "sequential", "--target-width", "0", "--steps", "5"],
              "first": [], "second": []}

@@ -114,7 +114,7 @@ def verdicts(res: Results, mode: str = "throughput") -> pd.DataFrame:
     import itertools
 
     from harness import verdicts as V
-    from reports.tables import config
+    from harness.analysis import config
 
     ok = res.runs[(res.runs["status"] == "ok") & (res.runs["mode"] == mode)]
     rows = [r for r in ok.to_dict("records") if r.get("data") in (None, "synthetic")]

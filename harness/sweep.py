@@ -175,9 +175,12 @@ def _placed(spec, python: str, source_root: str, run_id: str,
         return plan(spec, slurm_context(python, source_root, run_id, slurm_options)), launcher
     if cluster is None:
         return plan(spec, PlanContext(python, source_root, run_id)), launcher
+    # a host's cores: its CPU limit (a fraction of a core still runs one thread), else
+    # its share of this machine's
+    cores = (int(cluster.cpus_per_host) if cluster.cpus_per_host
+             else (os.cpu_count() or 1) // spec.nodes)
     ctx = PlanContext(python, source_root, run_id, hosts=tuple(cluster.addresses),
-                      cores_per_host=max(1, int(cluster.cpus_per_host)
-                                         or (os.cpu_count() or 1) // spec.nodes))
+                      cores_per_host=max(1, cores))
     procs = plan(spec, ctx)
     if launcher == "container":
         return [emulated.on_lab_interface(p) for p in procs], launcher

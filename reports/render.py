@@ -3,7 +3,7 @@
 Everything the page needs is inline (CSS, SVG charts, a few lines of sort script): it
 opens from a laptop, an e-mail attachment or an air-gapped cluster login node alike.
 jinja2 autoescaping is on, so any text that comes from data shows as text. The same
-Table objects (reports/tables.py) feed all three formats.
+Table objects (harness/analysis.py) feed all three formats.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import Any
 
 import jinja2
 
+from harness import analysis as T
 from harness import verdicts
 from harness.perfmodel import holdout, validate
 from harness.perfmodel.predict import predict
 from harness.store import RUN_COLUMNS, Store
-from reports import tables as T
 from reports.svg import Bar, GroupedBars, Series, grouped_bars, line_chart, stacked_bars
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -168,7 +168,8 @@ def build(store: Store, experiment: str | None = None) -> dict[str, Any]:
     ps = T.ps_placement(runs)
     ps_rec = T.ps_recorded(ok)
     acc, fail = T.model_accuracy(checks), T.failures(bad)
-    pipe, res, envs = T.pipeline(ok), T.resources(ok), T.environments(ok)
+    rounds = verdicts.round_times(store.trials(r["run_id"] for r in ok))
+    pipe, res, envs = T.pipeline(ok), T.resources(ok), T.environments(ok, rounds)
     bd_chart = stacked_bars(
         "Time per iteration by phase", "ms",
         [(f"{r['framework']} {r['model']} {r['config']} x{r['workers']}",
@@ -177,8 +178,7 @@ def build(store: Store, experiment: str | None = None) -> dict[str, Any]:
         "experiment": experiment, "runs": runs, "ok": ok, "bad": bad,
         "frameworks": sorted({T.display(r["framework"]) for r in runs}),
         "experiments": sorted({r["experiment"] for r in runs}),
-        "findings": T.findings(shoot, scale, verdicts.round_times(store.trials(
-            r["run_id"] for r in ok))) + T.pipeline_findings(pipe),
+        "findings": T.findings(shoot, scale, rounds) + T.pipeline_findings(pipe),
         "model_error": validate.median_abs_error(checks), "n_checks": len(checks),
         "holdout": held.by_strategy() if held else {},
         "sections": [

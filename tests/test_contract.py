@@ -70,3 +70,25 @@ def test_cpus_per_host_beyond_this_machine_is_refused_before_anything_runs():
     # the hash of runs stored before the field existed is unchanged at its default
     assert spec().config_hash() == spec(cpus_per_host=0.0).config_hash()
     assert spec().config_hash() != spec(link="unshaped", cpus_per_host=1.0).config_hash()
+
+
+@pytest.mark.parametrize("cpus, nodes, threads", [(0.25, 1, 1), (0.5, 4, 1), (1.0, 2, 1),
+                                                  (2.0, 1, 2), (0.0, 1, 0), (0.0, 2, 0)])
+def test_threads_per_worker_follow_the_host_cpu_limit(cpus, nodes, threads):
+    """Every point of a scaling curve on limited hosts runs the same threads per worker:
+    a fraction of a core runs one (the 1-host baseline once got this machine's cores and
+    so a different thread count from the curve it is the baseline of). Without a limit a
+    host gets its share of this machine's cores (0 here: that share)."""
+    import os
+
+    from harness.sweep import _placed
+    from runners.emulated import Cluster
+
+    hosts = [f"dnb-h{i}" for i in range(nodes)]
+    cluster = Cluster(hosts, [f"10.77.0.{i + 1}" for i in range(nodes)], "1gbit", "now",
+                      cpus_per_host=cpus)
+    spec = RunSpec(framework="torch", model="googlenet", strategy="allreduce" if nodes > 1
+                   else "single", nodes=nodes, link="1gbit", cpus_per_host=cpus)
+    procs, _ = _placed(spec, "python", "/src", "r1", cluster)
+    expected = threads or max(1, (os.cpu_count() or 1) // nodes)
+    assert {p.env["DNNBENCH_THREADS"] for p in procs} == {str(expected)}

@@ -2,7 +2,7 @@
 
 import math
 
-from reports.tables import Table, findings, shootout
+from harness.analysis import Table, findings, shootout
 
 
 def row(fw, ips, low, high):
@@ -63,3 +63,22 @@ def test_a_missing_interval_is_said_not_treated_as_overlap():
 def test_a_single_framework_is_reported_as_such():
     (s,) = sentences(row("tensorflow", 50, 49, 51))
     assert s == "resnet50 (b16 64px cpu fp32): only TensorFlow measured, 50.0 images/s."
+
+
+def test_venv_vs_container_is_judged_like_the_findings():
+    """The environments table and the findings call the same verdict: a container 3%
+    slower in every interleaved round is 'container slower' although the two runs' own
+    intervals overlap; rounds that disagree are 'within noise'."""
+    from harness.analysis import environments
+
+    drift = [1.0 + 0.04 * k for k in range(8)]
+    venv, tv = paired("torch", "v", [0.100 * d for d in drift])
+    ctr, tc = paired("torch", "c", [0.103 * d for d in drift])
+    for r, env in ((venv, "venv"), (ctr, "container")):
+        r.update(strategy="single", env=env)
+    assert venv["images_per_s_low"] < ctr["images_per_s_high"]  # independent: overlap
+    (row,) = environments([venv, ctr], {"v": tv, "c": tc}).rows
+    assert row["verdict"] == "container slower", row
+    assert "paired over 8 interleaved rounds" in row["interval"]
+    (row,) = environments([venv, ctr]).rows  # no rounds: the runs' own intervals
+    assert row["verdict"] == "within noise" and "independent runs" in row["interval"]

@@ -13,11 +13,11 @@ import pytest
 
 from frameworks.contract import RunSpec
 from harness import commbench
+from harness.analysis import fmt
 from harness.experiment import Experiment, Planned
 from harness.store import Store
 from harness.sweep import run_experiment
 from reports.render import build, render_file, render_markdown
-from reports.tables import fmt
 
 INJECT = "<script>alert(1)</script>"
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"

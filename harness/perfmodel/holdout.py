@@ -25,20 +25,22 @@ import json
 from dataclasses import dataclass, field, replace
 
 from harness.perfmodel import network
+from harness.perfmodel.measured import compute_from_baseline
 from harness.perfmodel.predict import Compute, Scenario, predict
-from harness.perfmodel.validate import LIBRARY, STRATEGY_MAP
+from harness.perfmodel.validate import LIBRARY, STRATEGY_MAP, scenario
+from harness.scaling import baseline
 from harness.stats import median
 from harness.store import SYNTHETIC, Store
 
 FIT_MAX_WORKERS = 2
+#: A scenario's links before the fit replaces them (see _comm).
+_UNFITTED = network.Link("unfitted", 0.0, 0.0)
 #: The issue's targets, per strategy: median |error| and the worst configuration.
 TARGET_MEDIAN, TARGET_WORST = 0.10, 0.25
 
 #: What a curve's runs share besides the worker count (and devices per node).
 _CURVE = ("framework", "model", "batch_size", "image_size", "device", "strategy", "link",
           "cpus_per_host", "ps")
-#: What a curve shares with its 1-worker baseline (which may be a 'single' run).
-_BASE = ("framework", "model", "batch_size", "image_size", "device", "link", "cpus_per_host")
 
 
 class HoldoutError(LookupError):
@@ -106,47 +108,9 @@ def _label(r: dict) -> str:
             + (f" @ {r['link']}{limit}" if r.get("link") else ""))
 
 
-def _compute(store: Store, base: dict) -> Compute:
-    """The 1-worker run's iteration: split by a 1-worker breakdown run of the same
-    configuration when there is one, else forward 1/3, backward 2/3."""
-    t = base["t_iter_s"]
-    bd = [b for b in store.runs(f"WHERE status = 'ok' AND mode = 'breakdown' AND {SYNTHETIC} "
-                                "AND workers = 1 AND framework = ? AND model = ?",
-                                (base["framework"], base["model"]))
-          if _key(b, _BASE) == _key(base, _BASE) and b["threads"] == base["threads"]]
-    if bd:
-        b = bd[-1]
-        parts = {k: b[f"t_{k}_s"] or 0.0 for k in ("io", "h2d", "forward", "backward",
-                                                    "update")}
-        total = sum(parts.values()) or 1.0
-        s = t / total
-        return Compute(parts["forward"] * s, parts["backward"] * s, parts["update"] * s,
-                       parts["io"] * s, parts["h2d"] * s,
-                       source=f"1-worker run {base['run_id']}, split by breakdown run "
-                              f"{b['run_id']}")
-    return Compute(t / 3, 2 * t / 3, source=f"1-worker run {base['run_id']} (split 1/3 "
-                                            "forward, 2/3 backward assumed)")
-
-
-def _saturated(r: dict) -> bool:
-    """A worker's threads fill its CPU share: no core left to overlap communication."""
-    if r["device"] != "cpu":
-        return False
-    threads = r["threads"] or 1
-    if r.get("cpus_per_host"):
-        return threads * _per_node(r) >= r["cpus_per_host"]
-    cores = json.loads(r["manifest_json"] or "{}").get("host", {}).get("cores", 0)
-    return threads * r["workers"] >= cores
-
-
 def _scenario(r: dict) -> Scenario:
-    spec = json.loads(r["spec_json"])
-    nodes = spec.get("nodes", 1)
-    return Scenario(r["model"], r["batch_size"], nodes=nodes,
-                    devices_per_node=spec.get("devices_per_node", 1),
-                    strategy=STRATEGY_MAP[r["strategy"]], ps=spec.get("ps") or 1,
-                    image_size=r["image_size"], num_classes=spec.get("num_classes", 1000),
-                    overlap=not _saturated(r))
+    """The run's shape; its links are the fitted ones (set in _comm)."""
+    return scenario(r, _UNFITTED, _UNFITTED)
 
 
 def _comm(sc: Scenario, compute: Compute, alpha: float, beta: float) -> float:
@@ -203,12 +167,9 @@ def validate(store: Store, experiment: str | None = None) -> Result:
     runs = [r for r in store.runs(where, params) if r["strategy"] in STRATEGY_MAP
             or r["workers"] == 1]
     curves: dict[tuple, list[dict]] = {}
-    bases: dict[tuple, list[dict]] = {}
     for r in runs:
         if r["strategy"] in STRATEGY_MAP:
             curves.setdefault(_key(r), []).append(r)
-        if r["workers"] == 1:
-            bases.setdefault(_key(r, _BASE), []).append(r)
     result = Result()
     scales = sorted({r["workers"] for r in runs})
     big = [c for c in curves.values() if any(r["workers"] > FIT_MAX_WORKERS for r in c)]
@@ -225,12 +186,12 @@ def validate(store: Store, experiment: str | None = None) -> Result:
     for curve in big:
         sample = curve[0]
         own = [r for r in curve if r["workers"] == 1]  # the curve's own x1 point first
-        base = (own or bases.get(_key(sample, _BASE)) or [None])[-1]
+        base = own[-1] if own else baseline(runs, sample)
         if base is None:
             result.skipped.append(f"{_label(sample)}: no 1-worker run of this configuration "
                                   "(same link and CPU limit) to give its compute")
             continue
-        compute = _compute(store, base)
+        compute = compute_from_baseline(store, base)
         for r in curve:
             if 1 < r["workers"] <= FIT_MAX_WORKERS:
                 a, b = _coefficients(_scenario(r), compute)

@@ -7,6 +7,8 @@ both exist the breakdown split is scaled to the throughput iteration time.
 
 from __future__ import annotations
 
+import json
+
 from harness.perfmodel.predict import Compute
 from harness.store import SYNTHETIC, Store
 
@@ -74,3 +76,34 @@ def compute_from_store(store: Store, framework: str, model: str, batch: int,
         scale = 1.0
     return Compute(parts["forward"] * scale, parts["backward"] * scale, parts["update"] * scale,
                    parts["io"] * scale, parts["h2d"] * scale, source=src)
+
+
+def _shape(r: dict) -> tuple:
+    """What a baseline and its breakdown run share: configuration, link, CPU limit."""
+    spec = r.get("spec_json") or "{}"
+    return (r["framework"], r["model"], r["batch_size"], r["image_size"], r["device"],
+            r.get("link") or "", r.get("cpus_per_host") or 0.0, r["threads"],
+            json.loads(spec).get("devices_per_node", 1))
+
+
+def compute_from_baseline(store: Store, base: dict) -> Compute:
+    """Compute per iteration from a 1-worker throughput run (`harness.scaling.baseline`):
+    its iteration time, split into phases by a 1-worker breakdown run of the same shape
+    when there is one, else forward 1/3, backward 2/3 (said in `source`)."""
+    t = base["t_iter_s"]
+    bd = [b for b in store.runs(f"WHERE status = 'ok' AND mode = 'breakdown' AND {SYNTHETIC} "
+                                "AND workers = 1 AND framework = ? AND model = ?",
+                                (base["framework"], base["model"]))
+          if _shape(b) == _shape(base)]
+    if bd:
+        b = bd[-1]
+        parts = {k: b[f"t_{k}_s"] or 0.0 for k in ("io", "h2d", "forward", "backward",
+                                                    "update")}
+        total = sum(parts.values()) or 1.0
+        s = t / total
+        return Compute(parts["forward"] * s, parts["backward"] * s, parts["update"] * s,
+                       parts["io"] * s, parts["h2d"] * s,
+                       source=f"1-worker run {base['run_id']}, split by breakdown run "
+                              f"{b['run_id']}")
+    return Compute(t / 3, 2 * t / 3, source=f"1-worker run {base['run_id']} (split 1/3 "
+                                            "forward, 2/3 backward assumed)")

@@ -15,8 +15,14 @@ import json
 from dataclasses import dataclass
 
 from frameworks.contract import SUPPORT
+from harness import scaling
 from harness.perfmodel import network
-from harness.perfmodel.measured import NoMeasurement, colocated_compute, compute_from_store
+from harness.perfmodel.measured import (
+    NoMeasurement,
+    colocated_compute,
+    compute_from_baseline,
+    compute_from_store,
+)
 from harness.perfmodel.predict import Compute, Scenario, predict
 from harness.stats import median
 from harness.store import SYNTHETIC, Store
@@ -93,6 +99,7 @@ def checks(store: Store, experiment: str | None = None, intra: str = "shm",
         params = (experiment,)
     out: list[Check] = []
     seen: set[str] = set()
+    ok = store.runs("WHERE status = 'ok'")
     for r in store.runs(where, params):
         if r["workers"] == 1:
             for c in _single_checks(store, r):
@@ -106,8 +113,7 @@ def checks(store: Store, experiment: str | None = None, intra: str = "shm",
         sc, compute, note = model_in
         p = predict(sc, compute)
         key = (r["framework"], r["model"], r["batch_size"], r["image_size"], r["device"])
-        single = [s for s in store.runs(_SINGLE, ("throughput", *key))
-                  if s["threads"] == r["threads"]]
+        single = scaling.baseline(ok, r)
         measured, run_id, how = r["t_iter_s"], r["run_id"], ""
         paired = _colocated_breakdown(store, r)
         if paired is not None and paired["t_iter_paired_s"]:
@@ -117,7 +123,7 @@ def checks(store: Store, experiment: str | None = None, intra: str = "shm",
             measured, run_id = paired["t_iter_paired_s"], paired["run_id"]
             how = ("; measured: throughput iterations alternating with the breakdown "
                    "trials in the same job")
-        base = single[-1]["t_iter_s"] if single else None
+        base = single["t_iter_s"] if single else None
         single_bd = [b for b in store.runs(_SINGLE, ("breakdown", *key))
                      if b["threads"] == r["threads"] and b["t_iter_paired_s"]]
         if how and single_bd:
@@ -146,6 +152,33 @@ def _colocated_breakdown(store: Store, r: dict) -> dict | None:
     return rows[-1] if rows else None
 
 
+def saturated(r: dict) -> bool:
+    """Wait-free backprop needs spare cores for communication progress. CPU workers whose
+    threads fill their cores (the host's CPU limit on emulated hosts, else the machine's)
+    leave none: gloo/MPI reductions then compete with backward instead of hiding behind
+    it, so communication is modelled as exposed."""
+    if r["device"] != "cpu":
+        return False
+    threads = r["threads"] or 1
+    if r.get("cpus_per_host"):
+        per_node = json.loads(r["spec_json"]).get("devices_per_node", 1)
+        return threads * per_node >= r["cpus_per_host"]
+    cores = json.loads(r["manifest_json"] or "{}").get("host", {}).get("cores", 0)
+    return threads * r["workers"] >= cores
+
+
+def scenario(r: dict, intra: network.Link, inter: network.Link) -> Scenario:
+    """The model's scenario for a stored multi-worker run: the one place that reads a
+    run's shape (nodes, workers per node, servers, overlap) for the in-sample and the
+    held-out validation alike."""
+    spec = json.loads(r["spec_json"])
+    return Scenario(r["model"], r["batch_size"], nodes=spec.get("nodes", 1),
+                    devices_per_node=spec.get("devices_per_node", 1),
+                    strategy=STRATEGY_MAP[r["strategy"]], intra=intra, inter=inter,
+                    ps=spec.get("ps") or 1, image_size=r["image_size"],
+                    num_classes=spec.get("num_classes", 1000), overlap=not saturated(r))
+
+
 def scenario_for(store: Store, r: dict, intra: str = "shm", inter: str = "10gbe"
                  ) -> tuple[Scenario, Compute, str] | None:
     """The model's inputs for a stored multi-worker run, or None if it cannot be modelled."""
@@ -158,23 +191,18 @@ def scenario_for(store: Store, r: dict, intra: str = "shm", inter: str = "10gbe"
         try:
             compute = compute_from_store(store, *key, threads=r["threads"])
         except NoMeasurement:
-            return None
-    spec = json.loads(r["spec_json"])
-    nodes = spec.get("nodes", 1)
+            # emulated hosts with a CPU limit, or a curve without breakdown runs: the
+            # 1-worker run the scaling efficiency is measured against
+            base = scaling.baseline(store.runs("WHERE status = 'ok' AND workers = 1"), r)
+            if base is None:
+                return None
+            compute = compute_from_baseline(store, base)
+    nodes = json.loads(r["spec_json"]).get("nodes", 1)
     lk = _link(store, r, intra if nodes == 1 else inter)
-    # Wait-free backprop needs spare cores for communication progress. CPU workers whose
-    # threads fill every core leave none: gloo/MPI reductions then compete with backward
-    # instead of hiding behind it, so communication is modelled as exposed.
-    cores = json.loads(r["manifest_json"] or "{}").get("host", {}).get("cores", 0)
-    saturated = r["device"] == "cpu" and (r["threads"] or 1) * r["workers"] >= cores
-    sc = Scenario(r["model"], r["batch_size"], nodes=nodes,
-                  devices_per_node=spec.get("devices_per_node", r["workers"]),
-                  strategy=strategy, intra=lk, inter=lk if nodes > 1 else inter,
-                  ps=spec.get("ps") or 1, image_size=r["image_size"],
-                  num_classes=spec.get("num_classes", 1000), overlap=not saturated)
+    sc = scenario(r, lk, lk if nodes > 1 else network.link(inter))
     note = (f"; link {lk.name} (alpha {lk.alpha * 1e6:.0f} us, {lk.bandwidth / 1e9:.2f} GB/s)"
-            + ("; CPU cores saturated by compute threads: no overlap possible"
-               if saturated else ""))
+            + ("" if sc.overlap else
+               "; CPU cores saturated by compute threads: no overlap possible"))
     return sc, compute, note
 
 

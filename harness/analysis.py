@@ -1,7 +1,11 @@
-"""Every table the report shows, built once from the results DB.
+"""The analysis layer: every table and finding the report shows, built once from the
+results DB.
 
-HTML, Markdown and CSV all render these same Table objects, so a number in the Markdown
-or a CSV is exactly the number on the page. Each column carries its unit.
+HTML, Markdown and CSV (reports/render.py) all render these same Table objects, and the
+CLI and the Python API call the same functions (baselines and efficiencies in
+harness/scaling.py, verdicts in harness/verdicts.py), so a number in the Markdown, a CSV
+or a terminal is exactly the number on the page. Each column carries its unit; reports/
+only renders.
 """
 
 from __future__ import annotations
@@ -13,10 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from frameworks.contract import PS_STRATEGIES, SUPPORT
+from harness import verdicts
 from harness.commbench import fit as comm_fit
 from harness.noise import DISTURBED
 from harness.perfmodel import validate
 from harness.perfmodel.placement import place
+from harness.scaling import baseline, efficiency, synthetic
 from harness.store import PHASE_COLUMNS, Store
 from models.cost import cost
 
@@ -61,10 +67,6 @@ def display(fw: str) -> str:
     return SUPPORT[fw].display if fw in SUPPORT else fw
 
 
-def synthetic(r: dict) -> bool:
-    return r.get("data") in (None, "synthetic")
-
-
 def env_of(r: dict) -> str:
     return r.get("env") or "venv"  # rows stored before the env axis ran in venvs
 
@@ -79,18 +81,23 @@ def config(r: dict, with_env: bool = True, with_nodes: bool = True) -> str:
             + (" in containers" if with_env and env_of(r) == "container" else ""))
 
 
-def environments(ok: list[dict]) -> Table:
+def environments(ok: list[dict], rounds: dict[str, dict[int, float]] | None = None) -> Table:
     """The same configuration run in the framework's venv and in its container image:
-    a container should cost nothing measurable (same code, same libraries, host network)."""
+    a container should cost nothing measurable (same code, same libraries, host network).
+    Judged by `verdicts.compare_pair`, as the report's findings are: paired over the rounds
+    of an interleaved group, else from the two runs' intervals."""
     t = Table("environments", "Venv vs container: the same runs in both environments", [
         Column("framework", "framework", digits=0), Column("model", "model", digits=0),
         Column("strategy", "strategy", digits=0), Column("workers", "workers"),
         Column("config", "config", digits=0), Column("venv", "venv", "images/s"),
         Column("container", "container", "images/s"),
         Column("diff_pct", "container vs venv", "%", 2),
+        Column("interval", "95% interval", digits=0),
         Column("verdict", "verdict", digits=0)],
         note="Latest ok run of each configuration in each environment (mode throughput). "
-             "'within noise' when the two 95% intervals overlap. Containers run with host "
+             "'within noise' when the 95% interval of the difference includes zero: paired "
+             "over interleaved rounds where both were measured together, else from the two "
+             "runs' own intervals. Containers run with host "
              "networking and IPC and the venv's exact requirement files (docker/Dockerfile); "
              "what can differ is the Python build and system libraries of the base image "
              "(the run's manifest records both).")
@@ -103,16 +110,14 @@ def environments(ok: list[dict]) -> Table:
         venv, ctr = by_env.get("venv"), by_env.get("container")
         if not venv or not ctr:
             continue
-        overlap = (venv.get("images_per_s_low") is not None
-                   and ctr.get("images_per_s_low") is not None
-                   and venv["images_per_s_low"] <= ctr["images_per_s_high"]
-                   and ctr["images_per_s_low"] <= venv["images_per_s_high"])
+        v = verdicts.compare_pair(ctr, venv, rounds or {})
         diff = (ctr["images_per_s"] / venv["images_per_s"] - 1) * 100
         t.rows.append({"framework": display(key[0]), "model": key[1], "strategy": key[2],
                        "workers": key[3], "config": key[4], "venv": venv["images_per_s"],
                        "container": ctr["images_per_s"], "diff_pct": diff,
-                       "verdict": "within noise" if overlap else
-                       ("container slower" if diff < 0 else "container faster")})
+                       "interval": v.interval_text(),
+                       "verdict": "container slower" if v.confident and diff < 0 else
+                       "container faster" if v.confident else "within noise"})
     return t
 
 
@@ -184,23 +189,6 @@ def breakdown(ok: list[dict]) -> Table:
             if r["t_iter_paired_s"] else None
         t.rows.append(row)
     return t
-
-
-def _baseline(ok: list[dict], r: dict) -> dict | None:
-    """The 1-worker run a scaling point is compared with: the same configuration and
-    threads, preferably on the same (emulated) link and CPU limit per host, where the
-    baseline's compute is what each of the run's workers gets."""
-    same = [s for s in reversed(ok)
-            if (s["workers"] == 1 and s["mode"] == "throughput"
-                and s["framework"] == r["framework"] and s["model"] == r["model"]
-                and s["batch_size"] == r["batch_size"] and s["image_size"] == r["image_size"]
-                and s["device"] == r["device"] and s["threads"] == r["threads"]
-                and synthetic(s) == synthetic(r))]
-    for s in same:
-        if (s.get("link") or "") == (r.get("link") or "") and \
-                (s.get("cpus_per_host") or 0) == (r.get("cpus_per_host") or 0):
-            return s
-    return None if r.get("cpus_per_host") else (same[0] if same else None)
 
 
 def _same_input(a: dict, b: dict) -> bool:
@@ -303,8 +291,8 @@ def scaling(ok: list[dict], checks: list[validate.Check]) -> Table:
     for r in ok:
         if r["mode"] != "throughput" or r["workers"] == 1:
             continue
-        base = _baseline(ok, r)
-        eff = base["t_iter_s"] / r["t_iter_s"] if base else None
+        base = baseline(ok, r)
+        eff = efficiency(r, base)
         c = pred.get(r["run_id"])
         t.rows.append({
             "framework": display(r["framework"]), "model": r["model"], "strategy": r["strategy"],
@@ -485,8 +473,6 @@ def findings(shoot: Table, scale: Table,
     """Plain sentences from the data, saying when a difference is too small to rank: the
     two fastest frameworks per network and settings, compared by harness/verdicts.py
     (paired over interleaved rounds when they were measured together)."""
-    from harness import verdicts
-
     out: list[str] = []
     groups: dict[tuple, dict[str, dict]] = defaultdict(dict)
     for row in shoot.rows:

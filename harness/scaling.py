@@ -1,0 +1,45 @@
+"""Scaling efficiency: which 1-worker run a multi-worker run is compared with, and how.
+
+One rule for the report's scaling table, the in-sample model check
+(`harness/perfmodel/validate.py`) and the CLI, so the same run never shows two
+efficiencies. Weak scaling: the per-worker batch is fixed, so efficiency is
+t_iter(1) / t_iter(N), the same as throughput(N) / (N x throughput(1)).
+"""
+
+from __future__ import annotations
+
+
+def synthetic(r: dict) -> bool:
+    return r.get("data") in (None, "synthetic")
+
+
+def _limits(r: dict) -> tuple[str, float]:
+    return r.get("link") or "", r.get("cpus_per_host") or 0.0
+
+
+def baseline(runs: list[dict], r: dict) -> dict | None:
+    """The 1-worker throughput run that `r` (a multi-worker run) is compared with: the same
+    configuration and threads per worker, the newest first.
+
+    On emulated hosts with a CPU limit the baseline must run under the same limit, since
+    that is the compute each of `r`'s workers gets: without one there is no baseline (a
+    run on the whole machine would make the limit look like a communication cost).
+    Otherwise a run on the same link is preferred, and any same-configuration run serves.
+    """
+    same = [s for s in reversed(runs)
+            if (s["workers"] == 1 and s["mode"] == "throughput" and s["status"] == "ok"
+                and s["framework"] == r["framework"] and s["model"] == r["model"]
+                and s["batch_size"] == r["batch_size"] and s["image_size"] == r["image_size"]
+                and s["device"] == r["device"] and s["threads"] == r["threads"]
+                and synthetic(s) == synthetic(r))]
+    for s in same:
+        if _limits(s) == _limits(r):
+            return s
+    return None if r.get("cpus_per_host") else (same[0] if same else None)
+
+
+def efficiency(r: dict, base: dict | None) -> float | None:
+    """Weak-scaling efficiency of `r` against `base` (None without a baseline)."""
+    if not base or not r.get("t_iter_s") or not base.get("t_iter_s"):
+        return None
+    return base["t_iter_s"] / r["t_iter_s"]
