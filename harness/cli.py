@@ -198,9 +198,17 @@ def build_parser() -> argparse.ArgumentParser:
                       help="bytes per server at P servers")
     p_ps.add_argument("--db", help="also show placements recorded by PS runs in this DB")
 
-    p_paper = sub.add_parser("paper", help="reproduce the source papers' headline shapes")
+    p_paper = sub.add_parser(
+        "paper", help="reproduce the source papers' headline shapes, with the source of "
+        "every input, sensitivity bands and the papers' claims checked",
+        description=__import__("harness.perfmodel.papers").perfmodel.papers.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     p_paper.add_argument("which", choices=["cori", "shi"],
                          help="cori: Mathuriya et al. 2017; shi: Shi, Wang & Chu 2017")
+    p_paper.add_argument("--db", help="also check the claims on the scaling curves measured "
+                         "in this results DB (e.g. experiments/scaling-emulated.toml's)")
+    p_paper.add_argument("--table", action="store_true",
+                         help="also print every modelled point (workers x servers, links)")
 
     p_cb = sub.add_parser("commbench", help="allreduce size sweep per library; fits alpha/beta",
                           description=__import__("harness.commbench").commbench.__doc__,
@@ -947,19 +955,26 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_paper(args: argparse.Namespace) -> int:
-    from harness.perfmodel import scenarios
+    from harness.perfmodel import papers
+    from harness.store import Store
 
-    result = scenarios.cori() if args.which == "cori" else scenarios.shi()
-    print(result["title"])
-    print("inputs:")
-    for line in result["inputs"]:
-        print(f"  - {line}")
-    rows = result["rows"]
-    cols = list(rows[0])
-    print("  ".join(f"{c:>10}" for c in cols))
-    for r in rows:
-        print("  ".join(f"{r[c]:>10.3f}" if isinstance(r[c], float) else f"{r[c]!s:>10}"
-                        for c in cols))
+    rep = papers.cori() if args.which == "cori" else papers.shi()
+    if args.db:
+        if not Path(args.db).is_file():
+            raise UserError(f"results database {args.db} does not exist")
+        with Store(args.db) as store:
+            rep = papers.with_measurements(rep, store.runs("WHERE status = 'ok'"))
+    if args.table:
+        cols = list(rep.rows[0])
+        print("  ".join(f"{c:>10}" for c in cols))
+        for r in rep.rows:
+            print("  ".join(f"{r[c]:>10.3f}" if isinstance(r[c], float) else f"{r[c]!s:>10}"
+                            for c in cols))
+        print()
+    print(papers.text(rep))
+    if args.db and not any(c.basis.startswith("measured") for c in rep.claims):
+        print(f"  (no scaling curve in {args.db}: run e.g. dnnbench run -e "
+              "experiments/scaling-emulated.toml)")
     return 0
 
 

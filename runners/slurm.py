@@ -88,13 +88,48 @@ def node_cpus(partition: str = "") -> int | None:
     inside = os.environ.get("SLURM_CPUS_ON_NODE", "")
     if os.environ.get("SLURM_JOB_ID") and inside.isdigit():
         return int(inside)
-    cmd = ["sinfo", "-h", "-N", "-o", "%c"] + (["-p", partition] if partition else [])
+    cpus = partition_nodes(partition)
+    return min(cpus) if cpus else None
+
+
+def partition_nodes(partition: str = "") -> list[int] | None:
+    """CPUs of every node of the partition (`sinfo`), or None when Slurm cannot say."""
+    cmd = ["sinfo", "-h", "-N", "-o", "%N %c"] + (["-p", partition] if partition else [])
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
-    cpus = [int(w) for w in out.split() if w.isdigit()]
-    return min(cpus) if cpus else None
+    nodes = {}
+    for line in out.splitlines():
+        name, _, cpus = line.partition(" ")
+        if cpus.strip().isdigit():
+            nodes[name] = int(cpus)  # a node in several partitions is listed once each
+    return list(nodes.values()) or None
+
+
+def check_fits(specs: list[ProcessSpec], nodes: int, partition: str = "") -> None:
+    """SlurmError, before anything is submitted, when no allocation could ever hold the
+    job: more nodes than the partition has, or more CPUs per node (tasks per node x
+    threads per task) than its largest node. Slurm itself accepts such a job and leaves
+    it pending, so the sweep would wait out the whole queue time for nothing."""
+    cpus = partition_nodes(partition)
+    if cpus is None:
+        return
+    where = f"partition {partition!r}" if partition else "the default partition"
+    if nodes > len(cpus):
+        raise SlurmError(f"the run needs nodes = {nodes}, but {where} has {len(cpus)} "
+                         f"node(s) (sinfo); use nodes <= {len(cpus)} or another partition")
+    per_node = -(-len(specs) // nodes)
+    threads = int(specs[0].env.get("DNNBENCH_THREADS", "1"))
+    fitting = sorted(cpus, reverse=True)[nodes - 1]  # CPUs of the nodes-th largest node
+    if per_node * threads > fitting:
+        raise SlurmError(
+            f"the run needs {per_node} task(s) x threads = {threads}, {per_node * threads} "
+            f"CPUs on each of {nodes} node(s), but {where} has "
+            + (f"{nodes} nodes with at most {fitting}" if nodes > 1 else
+               f"at most {fitting} CPUs per node")
+            + f" (sinfo); set threads <= {max(1, fitting // per_node)} (or leave threads "
+            "unset: dnnbench sizes them to the nodes), or fewer devices_per_node")
 
 
 def srun_line(specs: list[ProcessSpec], nodes: int, mpi: str = "") -> list[str]:
@@ -150,10 +185,21 @@ def sbatch_script(specs: list[ProcessSpec], nodes: int, job_name: str, output: s
     return "\n".join(lines) + "\n"
 
 
-def _squeue_state(job_id: str) -> str:
-    out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True,
+#: Pending reasons that no amount of waiting resolves (Slurm's job_reason_codes): the
+#: request does not fit the partition's configuration or limits. Such a job is cancelled
+#: at once, with the reason, instead of waiting out queue_wait_s.
+NEVER_STARTS = frozenset({
+    "BadConstraints", "PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit",
+    "InvalidAccount", "InvalidQOS", "AccountNotAllowed", "QOSNotAllowed",
+    "PartitionInactive", "PartitionDown"})
+
+
+def _squeue_state(job_id: str) -> tuple[str, str]:
+    """The job's state and its pending reason; ("", "") once Slurm no longer lists it."""
+    out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T %r"], capture_output=True,
                          text=True)
-    return out.stdout.strip()
+    state, _, reason = out.stdout.strip().partition(" ")
+    return state, reason.strip()
 
 
 def launch(specs: list[ProcessSpec], timeout: float, on_line: LineCallback | None = None,
@@ -168,6 +214,7 @@ def launch(specs: list[ProcessSpec], timeout: float, on_line: LineCallback | Non
         step = ProcessSpec("srun", 0, tuple(srun_line(specs, nodes, o.mpi if horovod else "")),
                            env, cwd=specs[0].cwd)
         return run_job([step], timeout, on_line=on_line, on_start=on_start)
+    check_fits(specs, nodes, o.partition)
     workdir = Path(o.workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     output = workdir / f"{job_name}-%j.out"
@@ -199,10 +246,15 @@ def launch(specs: list[ProcessSpec], timeout: float, on_line: LineCallback | Non
                 on_line("slurm", line)
 
     running_since = None
+    never = ""
     try:
-        while state := _squeue_state(job_id):
+        while (polled := _squeue_state(job_id))[0]:
+            state, reason = polled
             drain()
             now = time.monotonic()
+            if state == "PENDING" and reason in NEVER_STARTS:
+                never = reason
+                break
             if state == "RUNNING" and running_since is None:
                 running_since = now
             # the run's limit counts from the job's start; the queue gets o.queue_wait_s
@@ -215,10 +267,15 @@ def launch(specs: list[ProcessSpec], timeout: float, on_line: LineCallback | Non
         interrupted = True
         raise
     finally:
-        if timed_out or interrupted:
+        if timed_out or interrupted or never:
             subprocess.run(["scancel", job_id], capture_output=True)
         time.sleep(0.2)
         drain()
+    if never:
+        raise SlurmError(f"job {job_id} can never start: Slurm holds it pending with reason "
+                         f"{never}: its request does not fit the partition's configuration "
+                         "or limits (https://slurm.schedmd.com/job_reason_codes.html); "
+                         "cancelled")
     codes = [int(ln[len(EXIT_MARK):]) for ln in lines if ln.startswith(EXIT_MARK)]
     code = codes[-1] if codes else (None if timed_out else 1)
     proc = ProcessResult(ProcessSpec("slurm", 0, ("sbatch", str(script)), {}), code, lines)

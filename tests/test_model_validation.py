@@ -133,3 +133,22 @@ def test_holdout_on_a_tiny_real_scaling_run(torch_env, tmp_path):
     assert "beta from runs" in proc.stdout and "compute: 1-worker run" in proc.stdout
     assert ("allreduce: median |error|" in proc.stdout
             and ("PASS" in proc.stdout) == (proc.returncode == 0))
+    # one analysis layer: the in-sample check and the report's scaling table measure each
+    # point's efficiency against the same baseline (the 1-host run under the same limit,
+    # with the same threads per worker)
+    from harness.analysis import scaling
+
+    with Store(str(db)) as store:
+        ok = store.runs("WHERE status = 'ok'")
+        cs = {c.run_id: c for c in checks(store)}
+    assert {r["threads"] for r in ok} == {1}, [(r["workers"], r["threads"]) for r in ok]
+    table = {row["_row"]["run_id"]: row for row in scaling(ok, list(cs.values())).rows}
+    assert sorted(row["workers"] for row in table.values()) == [2, 4]
+    for run_id, row in table.items():
+        assert run_id in cs, ("no in-sample check for", row["workers"])
+        assert cs[run_id].measured_eff == pytest.approx(row["efficiency_pct"] / 100)
+    # the papers' claims, checked on this measured curve too
+    proc = run_cli("paper", "cori", "--db", str(db))
+    assert proc.returncode == 0, proc.stderr
+    assert "efficiency falls as workers grow (torch googlenet allreduce @ 1gbit) " \
+           "[measured (emulated)]: x2 " in proc.stdout

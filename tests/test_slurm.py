@@ -7,6 +7,7 @@ import os
 import shlex
 import sqlite3
 import subprocess
+import time
 
 import pytest
 
@@ -132,6 +133,28 @@ def test_timeout_cancels_the_job(all_envs, slurm, tmp_path):
     queue = subprocess.run(["squeue", "-h"], env={**os.environ, **slurm}, capture_output=True,
                            text=True)
     assert queue.stdout.strip() == ""  # scancel removed it
+
+
+@pytest.mark.parametrize("change, message", [
+    (("--threads", "2"), "needs 1 task(s) x threads = 2, 2 CPUs on each of 2 node(s), but "
+                         "the default partition has 2 nodes with at most 1 (sinfo); set "
+                         "threads <= 1"),
+    (("--nodes", "3"), "needs nodes = 3, but the default partition has 2 node(s)")])
+def test_a_job_no_node_can_hold_is_refused_before_it_is_queued(torch_env, slurm, tmp_path,
+                                                                change, message):
+    """Slurm accepts a job asking more CPUs per node than any node has and leaves it
+    pending: the sweep would wait out the queue time. dnnbench asks sinfo first."""
+    db = str(tmp_path / "r.db")
+    flag = COMMON.index(change[0])
+    args = (*COMMON[:flag], *change, *COMMON[flag + 2:])
+    t0 = time.monotonic()
+    proc = run_cli("run", "--framework", "torch", "--strategy", "allreduce", *args,
+                   "--db", db, "--slurm-dir", str(tmp_path / "jobs"), env=slurm)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    ((status, reason, *_),) = _rows(db)
+    assert status == "failed" and message in reason, reason
+    assert time.monotonic() - t0 < 60
+    assert not list((tmp_path / "jobs").glob("*.sbatch"))  # nothing was submitted
 
 
 def test_unreachable_slurm_is_a_failed_run_not_a_crash(torch_env, tmp_path):

@@ -47,10 +47,13 @@ class Compute:
         return self.t_io + self.t_h2d + self.t_f + self.t_b + self.t_u
 
     @classmethod
-    def from_flops(cls, net: NetworkCost, batch: int, device: str) -> Compute:
+    def from_flops(cls, net: NetworkCost, batch: int, device: str,
+                   efficiency: float | None = None) -> Compute:
+        """`efficiency`: the share of peak reached (default: the preset's assumption)."""
         if device not in DEVICES:
             raise ModelInputError(f"unknown device preset {device!r}; known: {', '.join(DEVICES)}")
         tflops, eff, what = DEVICES[device]
+        eff = eff if efficiency is None else efficiency
         rate = tflops * 1e12 * eff
         t_f = 2 * net.macs * batch / rate
         return cls(t_f, 2 * t_f, 0.0, source=f"FLOPs estimate: {what}, {eff:.0%} of peak "

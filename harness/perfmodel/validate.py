@@ -187,16 +187,18 @@ def scenario_for(store: Store, r: dict, intra: str = "shm", inter: str = "10gbe"
         return None
     key = (r["framework"], r["model"], r["batch_size"], r["image_size"], r["device"])
     compute = colocated_compute(store, r)
-    if compute is None:
+    if compute is None and not r.get("cpus_per_host"):
         try:
             compute = compute_from_store(store, *key, threads=r["threads"])
         except NoMeasurement:
-            # emulated hosts with a CPU limit, or a curve without breakdown runs: the
-            # 1-worker run the scaling efficiency is measured against
-            base = scaling.baseline(store.runs("WHERE status = 'ok' AND workers = 1"), r)
-            if base is None:
-                return None
-            compute = compute_from_baseline(store, base)
+            pass
+    if compute is None:
+        # the 1-worker run the scaling efficiency is measured against: on hosts with a CPU
+        # limit the only run that knows each worker's compute
+        base = scaling.baseline(store.runs("WHERE status = 'ok' AND workers = 1"), r)
+        if base is None:
+            return None
+        compute = compute_from_baseline(store, base)
     nodes = json.loads(r["spec_json"]).get("nodes", 1)
     lk = _link(store, r, intra if nodes == 1 else inter)
     sc = scenario(r, lk, lk if nodes > 1 else network.link(inter))
