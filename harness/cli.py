@@ -853,8 +853,8 @@ def cmd_ps_placement(args: argparse.Namespace) -> int:
     net = cost(args.model)
     tensors = [(t.key, t.nbytes) for t in net.tensors]
     if args.detail:
-        for policy in ("round-robin", "greedy"):
-            plc = place(tensors, args.detail, policy)
+        for policy in ("round-robin", "greedy", "mxnet"):
+            plc = place(tensors, args.detail, policy, args.model)
             mb = ", ".join(f"{b / 1e6:.1f}" for b in plc.bytes_per_server)
             print(f"{policy:<12} MB per server: {mb}")
         return 0
@@ -876,14 +876,23 @@ def cmd_ps_placement(args: argparse.Namespace) -> int:
                           f"{r['ps']} servers): MB per server "
                           f"{', '.join(f'{b / 1e6:.2f}' for b in per)}; imbalance "
                           f"{max(per) / (sum(per) / len(per)):.2f}")
+                    if r["framework"] == "mxnet":  # the model's copy of MXNet's rule
+                        classes = json.loads(r["spec_json"]).get("num_classes", 1000)
+                        run_net = cost(args.model, r["image_size"], classes)
+                        m = place([(t.key, t.nbytes) for t in run_net.tensors], max(r["ps"], 1),
+                                  "mxnet", args.model)
+                        print(f"  the model's mxnet rule for it: MB per server "
+                              f"{', '.join(f'{b / 1e6:.2f}' for b in m.bytes_per_server)}")
     print(f"{args.model}: {len(tensors)} tensors, {net.gradient_bytes / 1e6:.1f} MB; largest "
           f"tensor {max(b for _, b in tensors) / 1e6:.2f} MB")
     print(f"{'PS':>4} {'mean MB':>8} {'greedy max':>11} {'imbalance':>10} {'round-robin max':>16} "
-          f"{'imbalance':>10} {'floor MB':>9} {'empty':>6}")
+          f"{'imbalance':>10} {'mxnet max':>10} {'imbalance':>10} {'floor MB':>9} {'empty':>6}")
     for p in servers:
         g, r = place(tensors, p, "greedy"), place(tensors, p, "round-robin")
+        m = place(tensors, p, "mxnet", args.model)
         print(f"{p:>4} {g.total_bytes / p / 1e6:>8.2f} {g.max_bytes / 1e6:>11.2f} "
               f"{g.imbalance:>10.2f} {r.max_bytes / 1e6:>16.2f} {r.imbalance:>10.2f} "
+              f"{m.max_bytes / 1e6:>10.2f} {m.imbalance:>10.2f} "
               f"{g.floor_bytes / 1e6:>9.2f} {g.empty_servers:>6}")
     return 0
 

@@ -165,6 +165,11 @@ def test_mxnet_sync_parameter_servers_place_tensors_on_both(all_envs, tmp_path):
     assert set(per_server) == {0, 1}
     from models.cost import cost
     assert sum(per_server.values()) == cost("googlenet", 32, 10).gradient_bytes
+    # the performance model places by the same rule (frameworks/ps_rules.py): exactly
+    from harness.perfmodel.placement import place
+    net = cost("googlenet", 32, 10)
+    model = place([(t.key, t.nbytes) for t in net.tensors], 2, "mxnet", "googlenet")
+    assert sorted(map(tuple, placement)) == sorted(model.assignment)
     from frameworks import events
     losses = [v for ev in collect.job_events(job) if ev["event"] == events.LOSS
               and ev["rank"] == 0 for v in ev["values"]]

@@ -115,7 +115,8 @@ def test_cori_shape_steep_fall_and_ps_stops_helping():
 
 def test_shi_overlap_matters_most_for_communication_heavy_network():
     for link in ("ib56", "ib56-tcp"):
-        rows = [r for r in shi()["rows"] if r["gpus"] == 16 and r["link"] == link]
+        rows = [r for r in shi()["rows"] if r["gpus"] == 16 and r["link"] == link
+                and r["framework"] == "allreduce"]
         gain, ratio = {}, {}
         for r in rows:
             gain.setdefault(r["network"], {})[r["overlap"]] = r["efficiency"]
@@ -188,3 +189,22 @@ def test_measured_claims_follow_the_curves_in_a_results_db():
     runs[-1]["t_iter_s"] = 1.1  # resnet50 now scales better: the claim fails
     (order,) = [c for c in papers.measured_claims(runs) if "bytes per FLOP" in c.text]
     assert not order.passed
+
+
+def test_mxnet_placement_hashes_keys_and_splits_big_arrays():
+    """MXNet's rule (frameworks/ps_rules.py, what the adapter records): arrays of 1M
+    elements or more are split over every server, so no single tensor bounds the busiest
+    server; smaller ones go to (key * 9973) % P, keys counting BatchNorm's statistics."""
+    from frameworks import ps_rules
+
+    net = cost("resnet50")
+    tensors = [(t.key, t.nbytes) for t in net.tensors]
+    m = placement.place(tensors, 64, "mxnet", "resnet50")
+    assert m.total_bytes == net.gradient_bytes and m.empty_servers == 0
+    assert m.max_bytes < max(b for _, b in tensors)  # greedy cannot go below this
+    big = [k for k, b in tensors if b // 4 >= ps_rules.MXNET_BIGARRAY_BOUND]
+    assert big and all(sum(1 for k2, _, _ in m.assignment if k2 == k) == 64 for k in big)
+    keys = ps_rules.mxnet_keys("resnet50", [k for k, _ in tensors])
+    assert len(set(keys)) == len(keys) and max(keys) == len(tensors) + 2 * 53 - 1  # 53 BNs
+    with pytest.raises(Exception, match="needs the network's name"):
+        placement.place(tensors, 4, "mxnet")

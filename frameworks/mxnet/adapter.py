@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 import models
+from frameworks import ps_rules
 from frameworks.contract import RunSpec, worker_threads
 from frameworks.timing import FeedPhases
 from models.cost import cost
@@ -165,29 +166,18 @@ class MXNetTrainer(FeedPhases):
         return h.hexdigest()[:16]
 
     def _placement(self, kv) -> list[list]:
-        """Which server holds each parameter, by MXNet 1.9's kvstore rule (kvstore_dist.h):
-        arrays under MXNET_KVSTORE_BIGARRAY_BOUND elements go to server (key * 9973) % P,
-        larger ones are split evenly over all servers. Keys are the parameters' positions
-        in the Trainer, the order gluon initialises them in."""
+        """Which server holds each parameter, by MXNet 1.9's kvstore rule
+        (frameworks/ps_rules.py, shared with the performance model). Keys are the
+        parameters' positions in the Trainer, the order gluon initialises them in."""
         servers = int(os.environ.get("DMLC_NUM_SERVER", "1"))
-        bound = int(os.environ.get("MXNET_KVSTORE_BIGARRAY_BOUND", "1000000"))
+        bound = int(os.environ.get("MXNET_KVSTORE_BIGARRAY_BOUND", ps_rules.MXNET_BIGARRAY_BOUND))
         spec_name = {}
         for layer, block in self.net.owners.items():
             for pname, param in block.collect_params().items():
                 spec_name[id(param)] = f"{layer}.{pname.rsplit('_', 1)[-1]}"
-        out = []
-        for key, p in enumerate(self.trainer._params):
-            if p.grad_req == "null":
-                continue
-            elems = int(np.prod(p.shape))
-            name = spec_name.get(id(p), p.name)
-            if elems < bound:
-                out.append([name, elems * 4, (key * 9973) % servers])
-            else:
-                for i in range(servers):
-                    part = round(elems / servers * (i + 1)) - round(elems / servers * i)
-                    out.append([name, part * 4, i])
-        return out
+        pushed = [(key, spec_name.get(id(p), p.name), int(np.prod(p.shape)))
+                  for key, p in enumerate(self.trainer._params) if p.grad_req != "null"]
+        return [list(t) for t in ps_rules.mxnet(pushed, servers, bound)]
 
     def settings(self) -> dict[str, Any]:
         return {"threads": self.threads, "layout": "channels_first", "device": str(self.ctx),

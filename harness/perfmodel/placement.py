@@ -1,9 +1,11 @@
 """Parameter-server placement: which server holds which tensor, and what that costs.
 
 With P servers, every worker pushes each gradient to the server holding that tensor and
-pulls it back, so the busiest server's bytes set the communication time. Two policies:
-round-robin (TensorFlow's default `replica_device_setter`) and greedy-by-size (largest
-tensor first onto the least-loaded server; tf_cnn_benchmarks' greedy load balancing).
+pulls it back, so the busiest server's bytes set the communication time. Three policies:
+round-robin (TensorFlow's default `replica_device_setter`), greedy-by-size (largest
+tensor first onto the least-loaded server; tf_cnn_benchmarks' greedy load balancing) and
+mxnet (MXNet's key hashing with big arrays split over every server, the rule the MXNet
+adapter records its runs with: frameworks/ps_rules.py).
 No policy can beat the floor set by the single largest tensor: for ResNet-50 that is the
 9.4 MB layer4 3x3 kernel, which is why servers beyond ~54 (the number of large tensors)
 stop helping.
@@ -14,9 +16,10 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
+from frameworks import ps_rules
 from harness.perfmodel import ModelInputError
 
-POLICIES = ("round-robin", "greedy")
+POLICIES = ("round-robin", "greedy", "mxnet")
 
 
 @dataclass(frozen=True)
@@ -62,8 +65,10 @@ class Placement:
         return sum(1 for b in self.bytes_per_server if b == 0)
 
 
-def place(tensors: list[tuple[str, int]], servers: int, policy: str = "greedy") -> Placement:
-    """Assign (key, bytes) tensors, given in model order, to `servers` servers."""
+def place(tensors: list[tuple[str, int]], servers: int, policy: str = "greedy",
+          model: str = "") -> Placement:
+    """Assign (key, bytes) tensors, given in model order, to `servers` servers (`model`:
+    the network's name, which MXNet's keys depend on)."""
     if servers < 1:
         raise ModelInputError("servers must be >= 1")
     if policy == "round-robin":
@@ -76,6 +81,12 @@ def place(tensors: list[tuple[str, int]], servers: int, policy: str = "greedy") 
             out.append((k, b, s))
             heapq.heappush(heap, (load + b, s))
         assignment = tuple(out)
+    elif policy == "mxnet":
+        if not model:
+            raise ModelInputError("the mxnet placement needs the network's name")
+        keys = ps_rules.mxnet_keys(model, [k for k, _ in tensors])
+        assignment = tuple(ps_rules.mxnet([(key, k, b // 4) for key, (k, b) in
+                                           zip(keys, tensors)], servers))
     else:
         raise ModelInputError(f"unknown placement policy {policy!r}; known: {', '.join(POLICIES)}")
     return Placement(policy, servers, assignment)

@@ -74,6 +74,9 @@ class Scenario:
     fusion_bytes: int | None = None  # None: the strategy's default
     ps: int = 1  # parameter servers (strategy ps)
     ps_placement: str = "greedy"
+    #: devices of a node sum their gradients before one push per node (MXNet's
+    #: dist_sync_device / local kvstore); False: every device is a PS client of its own
+    ps_local_aggregation: bool = False
     image_size: int = 224
     num_classes: int = 1000
 
@@ -118,20 +121,30 @@ def _ps_cost(s: Scenario, net: NetworkCost, inter: network.Link,
              intra: network.Link) -> tuple[float, dict[str, Any], list[str]]:
     """Push then pull through the busiest server (servers on their own hosts)."""
     tensors = [(t.key, t.nbytes) for t in net.tensors]
-    plc = placement.place(tensors, s.ps, s.ps_placement)
+    plc = placement.place(tensors, s.ps, s.ps_placement, s.model)
     lk = inter if (s.nodes > 1 or s.ps > 0) else intra
-    n = s.workers
+    local = s.ps_local_aggregation and s.devices_per_node > 1
+    n = s.nodes if local else s.workers  # the servers' clients
     busiest = plc.max_bytes
     k_max = max(plc.tensors_per_server)
     per_phase = max(n * busiest, net.gradient_bytes) * lk.beta + k_max * lk.alpha
+    # summing inside the node before the push and handing the pulled weights back to
+    # every device: an allreduce's traffic over the node's own link
+    aggregation = network.ring_allreduce(s.devices_per_node, net.gradient_bytes, intra) \
+        if local else 0.0
     notes = [f"parameter servers run on their own hosts over the {lk.name} link; each phase "
              "(push, then pull) is bound by the busiest server's bytes x workers or by one "
              "worker's total bytes, whichever is larger",
              f"{s.ps_placement} placement over {s.ps} server(s): busiest holds "
              f"{busiest / 1e6:.2f} MB, imbalance {plc.imbalance:.2f}x the mean",
              "server-side aggregation time is ignored"]
-    return 2 * per_phase, {"placement_imbalance": plc.imbalance, "busiest_server_bytes": busiest,
-                           "empty_servers": plc.empty_servers}, notes
+    if local:
+        notes.append(f"the {s.devices_per_node} devices of a node sum their gradients over "
+                     f"{intra.name} first ({aggregation * 1e3:.1f} ms) and push once per node: "
+                     f"{n} clients per server")
+    return 2 * per_phase + aggregation, {
+        "placement_imbalance": plc.imbalance, "busiest_server_bytes": busiest,
+        "empty_servers": plc.empty_servers, "ps_clients": n}, notes
 
 
 def predict(s: Scenario, compute: Compute) -> Prediction:
