@@ -173,7 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="fusion buffer MiB (strategy default)")
     p_pred.add_argument("--ps", type=number(int, 1, 100_000), default=1,
                         help="parameter servers (strategy ps)")
-    p_pred.add_argument("--placement", default="greedy", choices=["greedy", "round-robin"])
+    p_pred.add_argument("--placement", default="greedy", choices=["greedy", "round-robin", "mxnet"],
+                        help="PS placement rule (mxnet: its key hashing and big-array split)")
     p_pred.add_argument("--device-preset", help="FLOPs estimate: p40 | v100 | a100 | knl")
     p_pred.add_argument("--t-forward", type=number(float, 0, 3600, low_open=True),
                         help="seconds per iteration, one device")
@@ -763,7 +764,7 @@ def _int_list(text: str, what: str, high: int = 1_000_000, most: int = 4096) -> 
 def cmd_predict(args: argparse.Namespace) -> int:
     from harness.perfmodel import network
     from harness.perfmodel import predict as pm
-    from harness.perfmodel.measured import NoMeasurement, compute_from_store
+    from harness.perfmodel.measured import NoMeasurement, compute_from_mfu, compute_from_store
     from harness.perfmodel.validate import checks, median_abs_error
     from harness.store import Store
     from models.cost import cost
@@ -823,7 +824,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
                 compute = compute_from_store(store, args.framework, args.model, args.batch,
                                              args.image_size)
             except NoMeasurement as exc:
-                raise UserError(str(exc)) from None
+                # not measured at this batch or size: the efficiency measured at another
+                try:
+                    compute = compute_from_mfu(store, args.framework, args.model, args.batch,
+                                               args.image_size)
+                except NoMeasurement:
+                    raise UserError(str(exc)) from None
     fusion = int(args.fusion_mb * 2**20) if args.fusion_mb is not None else None
     scen = pm.Scenario(args.model, args.batch, args.nodes, args.devices_per_node, args.strategy,
                        args.algorithm, args.intra, args.link, not args.no_overlap, fusion,

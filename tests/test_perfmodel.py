@@ -208,3 +208,29 @@ def test_mxnet_placement_hashes_keys_and_splits_big_arrays():
     assert len(set(keys)) == len(keys) and max(keys) == len(tensors) + 2 * 53 - 1  # 53 BNs
     with pytest.raises(Exception, match="needs the network's name"):
         placement.place(tensors, 4, "mxnet")
+
+
+def test_predict_uses_the_mfu_measured_here_for_an_unmeasured_batch(tmp_path):
+    """#20: the model's compute efficiency is the MFU measured on this machine, not an
+    assumed share of peak: a run at batch 16 / 64 px predicts batch 32 / 96 px."""
+    from frameworks.contract import RunSpec
+    from harness.store import RunRecord, Store
+    from tests.conftest import run_cli
+
+    spec = RunSpec("torch", "resnet50", batch_size=16, image_size=64)
+    db = tmp_path / "m.db"
+    with Store(db) as store:
+        assert store.add(RunRecord({
+            "run_id": "r1", "experiment": "e", "started": "r1", "status": "ok",
+            "config_hash": spec.config_hash(), "spec_json": spec.to_json(),
+            "framework": "torch", "model": "resnet50", "mode": "throughput", "workers": 1,
+            "batch_size": 16, "image_size": 64, "device": "cpu", "strategy": "single",
+            "images_per_s": 40.0, "t_iter_s": 0.4, "mfu": 0.25, "machine_gflops": 200.0}))
+    proc = run_cli("predict", "--framework", "torch", "--model", "resnet50", "--batch", "32",
+                   "--image-size", "96", "--db", str(db))
+    assert proc.returncode == 0, proc.stderr
+    assert "FLOPs at the MFU measured here: 25.0% of 200 GFLOP/s (run r1" in proc.stdout
+    flops = 3 * 2 * cost("resnet50", 96).macs * 32
+    expected_ms = flops / (200e9 * 0.25) * 1e3
+    row = next(ln for ln in proc.stdout.splitlines() if ln.split()[:2] == ["1", "1"])
+    assert float(row.split()[2]) == pytest.approx(expected_ms, rel=1e-3)

@@ -107,3 +107,30 @@ def compute_from_baseline(store: Store, base: dict) -> Compute:
                               f"{b['run_id']}")
     return Compute(t / 3, 2 * t / 3, source=f"1-worker run {base['run_id']} (split 1/3 "
                                             "forward, 2/3 backward assumed)")
+
+
+def compute_from_mfu(store: Store, framework: str, model: str, batch: int, image_size: int,
+                     num_classes: int = 1000) -> Compute:
+    """Compute for a configuration nobody ran, from the model FLOPs utilisation the same
+    framework and network reached here (the newest single-worker run with an MFU) and the
+    machine's measured GEMM peak: FLOPs of the step / (peak x MFU). The measured
+    efficiency replaces an assumed share of peak (predict.DEVICES); the split is forward
+    1/3, backward 2/3 (said in `source`)."""
+    from models.cost import cost
+
+    rows = [r for r in store.runs(
+        f"WHERE status = 'ok' AND {SYNTHETIC} AND workers = 1 AND mode = 'throughput' AND "
+        "framework = ? AND model = ? AND mfu IS NOT NULL AND machine_gflops > 0",
+        (framework, model))]
+    if not rows:
+        raise NoMeasurement(
+            f"no single-worker run of {framework} {model} with a measured MFU in "
+            f"{store.path}; run: dnnbench run --framework {framework} --model {model} "
+            f"--db {store.path}")
+    r = rows[-1]
+    flops = 3 * 2 * cost(model, image_size, num_classes).macs * batch
+    t = flops / (r["machine_gflops"] * 1e9 * r["mfu"])
+    return Compute(t / 3, 2 * t / 3, 0.0, source=(
+        f"FLOPs at the MFU measured here: {r['mfu']:.1%} of {r['machine_gflops']:.0f} GFLOP/s "
+        f"(run {r['run_id']}, batch {r['batch_size']} at {r['image_size']} px); split 1/3 "
+        "forward, 2/3 backward assumed"))
