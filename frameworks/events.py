@@ -1,17 +1,23 @@
 """One-line JSON events from workers to the harness (the MLPerf-logging idea).
 
-Every event is a single line ``:::DNNBENCH {"event": KIND, ...}`` so output interleaved
-from many ranks, or mixed with a framework's own chatter, still parses; the harness never
-scrapes prose. The kinds and their keys live here, once, for both sides.
+Every event is a single line ``:::DNNBENCH {"event": KIND, "v": VERSION, "t": UNIX_S, ...}``
+so output interleaved from many ranks, or mixed with a framework's own chatter, still
+parses; the harness never scrapes prose, nor substrings of the JSON: it reads events with
+`parse`. The kinds and their keys live here, once, for both sides. `v` is the format's
+version (a reader can refuse a newer one), `t` the worker's wall clock when it spoke (so
+a worker output file read long after the run, as under Slurm, still has the timeline).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import Any, TextIO
 
 PREFIX = ":::DNNBENCH "
+#: the event format's version: 1 added "v" and "t" (events without them are version 0)
+VERSION = 1
 
 ENVIRONMENT = "environment"  # framework versions, device, threads, settings
 MODEL = "model"  # parameter counts (framework and cost model), tensors
@@ -30,7 +36,8 @@ def emit(kind: str, stream: TextIO | None = None, **payload: Any) -> None:
     if kind not in KINDS:
         raise ValueError(f"unknown event kind {kind!r}")
     out = stream or sys.stdout
-    out.write(PREFIX + json.dumps({"event": kind, **payload}, separators=(",", ":")) + "\n")
+    head = {"event": kind, "v": VERSION, "t": round(time.time(), 6)}
+    out.write(PREFIX + json.dumps({**head, **payload}, separators=(",", ":")) + "\n")
     out.flush()
 
 
@@ -56,4 +63,8 @@ def parse(line: str) -> dict[str, Any] | None:
         event = json.loads(line[pos + len(PREFIX):])
     except json.JSONDecodeError:
         return None
-    return event if isinstance(event, dict) and event.get("event") in KINDS else None
+    if not isinstance(event, dict) or event.get("event") not in KINDS:
+        return None
+    if int(event.get("v", 0)) > VERSION:
+        return None  # a newer worker's format: not guessed at
+    return event

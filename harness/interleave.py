@@ -180,9 +180,7 @@ class Member:
     def line(self, tag: str, text: str) -> None:
         if self.on_line is not None:
             self.on_line(tag, text)
-        if '"event":' not in text:
-            return
-        ev = events.parse(text)
+        ev = events.parse(text) if events.PREFIX in text else None
         if ev is None:
             return
         if ev["event"] == events.MODEL:

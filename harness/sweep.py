@@ -385,12 +385,14 @@ class _SweepContext:
         def on_line(tag: str, line: str, sampler=sampler) -> None:
             if stream:
                 print(f"  [{tag}] {line}", file=sys.stderr)
-            if sampler is not None and '"event":"model"' in line:
+            ev = events.parse(line) if events.PREFIX in line else None
+            if ev is None:
+                return
+            if sampler is not None and ev["event"] == events.MODEL:
                 sampler.measuring()  # start-up (imports, model build) is over
-            if not gated and '"event":"trial"' in line and '"rank":0' in line:
-                ev = events.parse(line) if '"paired"' not in line else None
-                if ev:
-                    prog.trial(ev["trial"] + 1, spec.trials)
+            if (not gated and ev["event"] == events.TRIAL and int(ev.get("rank", 0)) == 0
+                    and "paired" not in ev):
+                prog.trial(ev["trial"] + 1, spec.trials)
 
         reporters = 1 if any(p.role == "chief" for p in procs) else spec.workers
         counter = ((lambda: {ns: emulated.interface_bytes(ns) for ns in cluster.hosts})

@@ -92,3 +92,25 @@ def test_threads_per_worker_follow_the_host_cpu_limit(cpus, nodes, threads):
     procs, _ = _placed(spec, "python", "/src", "r1", cluster)
     expected = threads or max(1, (os.cpu_count() or 1) // nodes)
     assert {p.env["DNNBENCH_THREADS"] for p in procs} == {str(expected)}
+
+
+def test_events_carry_version_and_time_and_parse_only_what_they_know():
+    import io
+    import json
+    import time
+
+    from frameworks import events
+
+    buf = io.StringIO()
+    t0 = time.time()
+    events.emit(events.DONE, stream=buf, rank=3)
+    line = buf.getvalue().strip()
+    ev = events.parse("[worker3] " + line)  # a launcher's rank prefix is allowed
+    assert ev["event"] == "done" and ev["rank"] == 3 and ev["v"] == events.VERSION
+    assert t0 - 1 <= ev["t"] <= time.time() + 1
+    old = events.PREFIX + json.dumps({"event": "done", "rank": 0})  # version 0: still read
+    assert events.parse(old)["rank"] == 0
+    newer = events.PREFIX + json.dumps({"event": "done", "v": events.VERSION + 1})
+    assert events.parse(newer) is None
+    assert events.parse(events.PREFIX + '{"event": "gossip"}') is None
+    assert events.parse('prose mentioning "event":"done"') is None

@@ -136,8 +136,9 @@ def test_training_under_mpirun(torch_env, tmp_path):
     rec = collect.record(spec, "test", "t", job, host_manifest())
     assert rec.row["status"] == "ok", rec.row["output_tail"]
     assert rec.row["replicas_identical"] == 1
-    ranks = {json.loads(line.split(":::DNNBENCH ", 1)[1])["rank"]
-             for line in job.processes[0].lines if '"event":"done"' in line}
+    from frameworks import events
+    ranks = {ev["rank"] for ev in map(events.parse, job.processes[0].lines)
+             if ev and ev["event"] == events.DONE}
     assert ranks == {0, 1}
 
 
