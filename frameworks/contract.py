@@ -22,7 +22,7 @@ from frameworks.support import DEVICES, LAYOUTS, PRECISIONS, FrameworkSupport, r
 #: "loader" times the input pipeline alone (no training): its images/s is the ceiling the
 #: data loader puts on training, so a report can say input-bound or compute-bound.
 MODES = ("throughput", "breakdown", "loader")
-MODELS = ("alexnet", "googlenet", "resnet50")
+MODELS = ("alexnet", "googlenet", "resnet50", "hepcnn")
 #: Strategies: "single" (one worker), "allreduce" (the framework's own data-parallel
 #: allreduce: PyTorch DDP, TF MultiWorkerMirrored), "horovod", "ps-sync" (synchronous
 #: parameter servers), "ps-async" (asynchronous: never presented as synchronous SGD).

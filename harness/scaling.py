@@ -8,22 +8,35 @@ t_iter(1) / t_iter(N), the same as throughput(N) / (N x throughput(1)).
 
 from __future__ import annotations
 
+import json
+
 
 def synthetic(r: dict) -> bool:
     return r.get("data") in (None, "synthetic")
 
 
+def cpus_per_worker(r: dict) -> float:
+    """The CPU share each worker of `r` computes with on limited emulated hosts: the host's
+    limit over the workers it holds (0.0: no limit)."""
+    cpus = r.get("cpus_per_host") or 0.0
+    if not cpus:
+        return 0.0
+    per_node = json.loads(r.get("spec_json") or "{}").get("devices_per_node", 1) or 1
+    return cpus / per_node
+
+
 def _limits(r: dict) -> tuple[str, float]:
-    return r.get("link") or "", r.get("cpus_per_host") or 0.0
+    return r.get("link") or "", round(cpus_per_worker(r), 9)
 
 
 def baseline(runs: list[dict], r: dict) -> dict | None:
     """The 1-worker throughput run that `r` (a multi-worker run) is compared with: the same
     configuration and threads per worker, the newest first.
 
-    On emulated hosts with a CPU limit the baseline must run under the same limit, since
-    that is the compute each of `r`'s workers gets: without one there is no baseline (a
-    run on the whole machine would make the limit look like a communication cost).
+    On emulated hosts with a CPU limit the baseline must compute with the same CPU share
+    as each of `r`'s workers (`cpus_per_worker`: 2 workers on a host of 0.5 CPU are
+    compared with 1 worker on a host of 0.25): without one there is no baseline (a run on
+    the whole machine would make the limit look like a communication cost).
     Otherwise a run on the same link is preferred, and any same-configuration run serves.
     """
     same = [s for s in reversed(runs)

@@ -12,20 +12,23 @@ from harness import verify
 from tests.conftest import FRAMEWORKS, run_cli
 
 NETWORKS = ["alexnet", "googlenet", "resnet50"]
+#: every network the adapters train: the three above and the Cori paper's HEP-CNN
+ALL_NETWORKS = list(__import__("frameworks.contract", fromlist=["MODELS"]).MODELS)
 
 
-def _assert_all_pass(results, frameworks=FRAMEWORKS):
+def _assert_all_pass(results, frameworks=FRAMEWORKS, networks=NETWORKS):
     # every framework's float32 run, the reference's own included, against float64
     assert [(c.model, c.framework) for c in results] == [
-        (m, fw) for m in NETWORKS for fw in frameworks]
+        (m, fw) for m in networks for fw in frameworks]
     for c in results:
         assert c.reference == "torch64"
         assert c.passed, verify.table(results)
 
 
 def test_all_networks_match_in_all_frameworks(all_envs):
-    _assert_all_pass(verify.run(NETWORKS, list(FRAMEWORKS), image_size=64, num_classes=10,
-                                echo=lambda s: None))
+    assert "hepcnn" in ALL_NETWORKS
+    _assert_all_pass(verify.run(ALL_NETWORKS, list(FRAMEWORKS), image_size=64, num_classes=10,
+                                echo=lambda s: None), networks=ALL_NETWORKS)
 
 
 @pytest.mark.slow
