@@ -12,6 +12,11 @@ from models.ir import safe_name
 #: MXNET_KVSTORE_BIGARRAY_BOUND's default (elements): larger arrays are split
 MXNET_BIGARRAY_BOUND = 1_000_000
 
+#: the placement policy (harness/perfmodel/placement.py) each framework's PS runs use:
+#: MXNet's own rule; TensorFlow places variables round-robin in creation order (its
+#: ParameterServerStrategy without a partitioner, what the adapter records)
+POLICY = {"mxnet": "mxnet", "tensorflow": "round-robin"}
+
 
 def mxnet(params: list[tuple[int, str, int]], servers: int,
           bound: int = MXNET_BIGARRAY_BOUND) -> list[tuple[str, int, int]]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from frameworks import ps_rules
 from frameworks.contract import SUPPORT
 from harness import scaling
 from harness.perfmodel import network
@@ -176,7 +177,8 @@ def scenario(r: dict, intra: network.Link, inter: network.Link) -> Scenario:
                     devices_per_node=spec.get("devices_per_node", 1),
                     strategy=STRATEGY_MAP[r["strategy"]], intra=intra, inter=inter,
                     ps=spec.get("ps") or 1, image_size=r["image_size"],
-                    num_classes=spec.get("num_classes", 1000), overlap=not saturated(r))
+                    num_classes=spec.get("num_classes", 1000), overlap=not saturated(r),
+                    ps_placement=ps_rules.POLICY.get(r["framework"], "greedy"))
 
 
 def scenario_for(store: Store, r: dict, intra: str = "shm", inter: str = "10gbe"
