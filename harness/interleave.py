@@ -3,7 +3,8 @@
 A shared machine drifts: a configuration measured during a busy minute loses to one
 measured during a quiet one. So the configurations that are compared with each other
 (the same network, batch, image size, strategy and scale across frameworks, the two
-timing modes of one configuration, venv against container) form a *group*, measured in
+timing modes of one configuration, venv against container, synthetic against real data)
+form a *group*, measured in
 rounds: every member gets its trial k before any member gets trial k+1, so drift hits
 all of them alike and a paired difference per round cancels it.
 
@@ -45,7 +46,7 @@ from harness.telemetry import Sampler
 from runners.spec import JobResult, ProcessSpec
 
 #: Fields that may differ inside a group: what the report compares.
-COMPARED = ("framework", "mode", "env")
+COMPARED = ("framework", "mode", "env", "data")
 #: Most members measured together (processes alive at once).
 GROUP_MAX = 8
 #: Share of this host's memory an idle group may hold.

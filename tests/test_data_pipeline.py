@@ -153,20 +153,43 @@ def _runs(db) -> list[dict]:
 def test_real_data_costs_time_and_shows_in_t_io(torch_env, tmp_path):
     """Loading in the training process (0 loader workers) adds decode time to every step:
     large source images (16 decodes of ~640 px JPEGs, ~100 ms a step) against a small
-    network at 32 px, so the effect is structural, not noise (at 400 px it once lost to
-    another process loading the machine during the synthetic run)."""
+    network at 32 px. Synthetic and real data are compared, so they are measured in one
+    interleaved group (harness/interleave.py): another process loading the machine slows
+    both alike (run one after the other, the synthetic run once lost at 400 px, and once
+    at 640 px, to a busy minute)."""
     root = tmp_path / "big"
     make(root, 48, size=640, classes=4)
     db = str(tmp_path / "r.db")
-    common = ("--framework", "torch", "--model", "googlenet", "--batch", "16", "--image-size",
-              "32", "--classes", "10", "--steps", "4", "--warmup", "1", "--trials", "3", "--target-width", "0",
-              "--db", db)
-    for extra in ((), ("--data", str(root), "--loader-workers", "0"),
-                  ("--data", str(root), "--loader-workers", "0", "--mode", "breakdown"),
-                  ("--data", str(root), "--loader-workers", "0", "--mode", "loader")):
-        proc = run_cli("run", *common, *extra)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-    synth, real, bd, loader = _runs(db)
+    exp = tmp_path / "pipe.toml"
+    exp.write_text(f"""name = "pipe"
+[defaults]
+framework = "torch"
+model = "googlenet"
+batch_size = 16
+image_size = 32
+num_classes = 10
+steps = 4
+warmup = 1
+trials = 3
+target_width = 0
+loader_workers = 0
+[matrix]
+data = ["", "{root}"]
+mode = ["throughput", "breakdown", "loader"]
+[[exclude]]
+data = ""
+mode = "breakdown"
+[[exclude]]
+data = ""
+mode = "loader"
+""")
+    proc = run_cli("run", "-e", str(exp), "--db", db)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = _runs(db)
+    assert len({r["group_id"] for r in rows}) == 1  # measured together
+    synth = next(r for r in rows if r["data"] == "synthetic")
+    real, bd, loader = (next(r for r in rows if r["data"] == str(root) and r["mode"] == m)
+                        for m in ("throughput", "breakdown", "loader"))
     assert synth["data"] == "synthetic" and real["data"] == str(root)
     assert real["images_per_s"] < synth["images_per_s"]
     assert bd["t_io_s"] > 0.01  # 16 decodes of ~640 px JPEGs
