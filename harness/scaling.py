@@ -31,7 +31,8 @@ def _limits(r: dict) -> tuple[str, float]:
 
 def baseline(runs: list[dict], r: dict) -> dict | None:
     """The 1-worker throughput run that `r` (a multi-worker run) is compared with: the same
-    configuration and threads per worker, the newest first.
+    configuration and threads per worker; of the same strategy if there is one (the
+    curve's own first point), else a 'single' run, else any; the newest first.
 
     On emulated hosts with a CPU limit the baseline must compute with the same CPU share
     as each of `r`'s workers (`cpus_per_worker`: 2 workers on a host of 0.5 CPU are
@@ -45,6 +46,10 @@ def baseline(runs: list[dict], r: dict) -> dict | None:
                 and s["batch_size"] == r["batch_size"] and s["image_size"] == r["image_size"]
                 and s["device"] == r["device"] and s["threads"] == r["threads"]
                 and synthetic(s) == synthetic(r))]
+    # the curve's own 1-worker point first (a 1-worker Horovod run still pays Horovod's
+    # background thread), then a plain single-device run, then any
+    rank = {r.get("strategy"): 0, "single": 1}
+    same.sort(key=lambda s: rank.get(s.get("strategy"), 2))  # stable: newest first within
     for s in same:
         if _limits(s) == _limits(r):
             return s

@@ -36,3 +36,15 @@ def test_without_limits_the_same_link_is_preferred_then_any():
     assert baseline([shaped, local], r) is shaped
     assert baseline([local], r) is local
     assert efficiency(r, None) is None
+
+
+def test_a_curve_is_compared_with_its_own_first_point():
+    """A 1-worker Horovod run carries Horovod's overhead: the DDP curve must not use it
+    (it once made DDP's 2-worker efficiency 76% instead of 50%)."""
+    ddp1 = run("d1", 1, 0.160, strategy="allreduce")
+    single = run("s1", 1, 0.158, strategy="single")
+    hvd1 = run("h1", 1, 0.245, strategy="horovod")
+    ddp2, hvd2 = run("d2", 2, 0.322, strategy="allreduce"), run("h2", 2, 0.75, strategy="horovod")
+    runs = [ddp1, single, hvd1]  # the Horovod point is the newest
+    assert baseline(runs, ddp2) is ddp1 and baseline(runs, hvd2) is hvd1
+    assert baseline([single, hvd1], ddp2) is single  # no own point: a plain single run

@@ -88,7 +88,14 @@ def _link(store: Store, r: dict, fallback: str) -> network.Link:
     lib = LIBRARY.get((r["framework"], r["strategy"], r["device"]))
     # the fit measured on the same link: emulated runs carry their rate, local ones "local"
     measured = fitted_link(store, lib, r["workers"], r.get("link") or "local") if lib else None
-    return measured or network.link(fallback)
+    if measured:
+        return measured
+    if r.get("link") and r["link"] != "unshaped":  # an emulated link: its shaped rate
+        from runners.emulated import rate_bits
+
+        return network.Link(f"{r['link']} (shaped rate, alpha 0 assumed)", 0.0,
+                            8.0 / rate_bits(r["link"]))
+    return network.link(fallback)
 
 
 def checks(store: Store, experiment: str | None = None, intra: str = "shm",
