@@ -169,8 +169,7 @@ def saturated(r: dict) -> bool:
         return False
     threads = r["threads"] or 1
     if r.get("cpus_per_host"):
-        per_node = json.loads(r["spec_json"]).get("devices_per_node", 1)
-        return threads * per_node >= r["cpus_per_host"]
+        return threads >= scaling.cpus_per_worker(r)
     cores = json.loads(r["manifest_json"] or "{}").get("host", {}).get("cores", 0)
     return threads * r["workers"] >= cores
 
