@@ -28,8 +28,9 @@ DONE = "done"
 COMM = "comm"  # commbench: one message size's timings and correctness
 DATA = "data"  # the input pipeline: dataset, this worker's shard, skipped files
 WARMUP = "warmup"  # untimed steps before the first trial, and whether they settled
+PEAK = "peak"  # the dense-matmul peak of this worker's device (frameworks/peak.py)
 
-KINDS = (ENVIRONMENT, MODEL, TRIAL, LOSS, ERROR, DONE, COMM, DATA, WARMUP)
+KINDS = (ENVIRONMENT, MODEL, TRIAL, LOSS, ERROR, DONE, COMM, DATA, WARMUP, PEAK)
 
 
 def emit(kind: str, stream: TextIO | None = None, **payload: Any) -> None:

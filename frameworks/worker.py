@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-from frameworks import events
+from frameworks import events, peak
 from frameworks.contract import RunSpec, SpecError, worker_threads
 from frameworks.datasets import DatasetError
 from frameworks.gate import Gate
@@ -96,12 +96,24 @@ def run(spec: RunSpec) -> None:
         raise WorkerError(f"{spec.framework} built {spec.model} with {built:,} trainable "
                           f"parameters but the spec has {expected.params:,}: the networks "
                           "would not be comparable")
+    if peak.wanted(spec):
+        _device_peak(spec, adapter, rank)
     try:
         _measure(spec, trainer, rank, world)
         digest = trainer.state_digest()
     finally:
         trainer.close()  # loader processes exit first, so their peak memory is counted
     events.emit(events.DONE, rank=rank, state_digest=digest, **peak_rss_bytes())
+
+
+def _device_peak(spec: RunSpec, adapter, rank: int) -> None:
+    """The device's dense-matmul peak, before warm-up (frameworks/peak.py). A probe that
+    fails costs the run its MFU, never its result: the event then carries the reason."""
+    try:
+        result = peak.measure(adapter.matmul_probe(spec, peak.size(spec)))
+    except Exception as exc:  # noqa: BLE001 - any framework error; the run goes on
+        result = {"error": f"{type(exc).__name__}: {str(exc).strip()[:200]}"}
+    events.emit(events.PEAK, rank=rank, **result)
 
 
 def peak_rss_bytes() -> dict[str, int]:

@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from frameworks.contract import PS_STRATEGIES, SUPPORT
-from harness import verdicts
+from harness import repeat, verdicts
 from harness.commbench import fit as comm_fit
 from harness.noise import DISTURBED
 from harness.perfmodel import validate
 from harness.perfmodel.placement import place
-from harness.scaling import baseline, efficiency, synthetic
+from harness.scaling import points, synthetic
 from harness.store import PHASE_COLUMNS, Store
 from models.cost import cost
 
@@ -121,25 +121,51 @@ def environments(ok: list[dict], rounds: dict[str, dict[int, float]] | None = No
     return t
 
 
-def shootout(ok: list[dict]) -> Table:
+def peak_text(r: dict) -> str:
+    """What a run's MFU divides by, in words."""
+    if r.get("device") != "cpu" and r.get("device_gflops"):
+        sheet = r.get("datasheet_gflops")
+        return (f"{r['device_gflops'] / 1e3:.1f} TFLOP/s {r.get('device_math') or ''} measured"
+                + (f" (datasheet {sheet / 1e3:.1f})" if sheet else " (no datasheet figure)"))
+    if r.get("mfu") is not None and r.get("machine_gflops"):
+        return f"{r['machine_gflops']:.0f} GFLOP/s fp32 GEMM (noise meter)"
+    return ""
+
+
+def shootout(ok: list[dict], drifts: dict[str, repeat.Drift | None] | None = None) -> Table:
+    """`drifts` (host -> between-sweep drift, harness/repeat.py) adds the repeat interval:
+    what a user would get measuring again another time on this host."""
+    drifts = drifts or {}
     t = Table("shootout", "Single-device throughput", [
         Column("framework", "framework", digits=0), Column("model", "model", digits=0),
         Column("config", "config", digits=0), Column("images_per_s", "throughput", "images/s"),
-        Column("low", "95% low", "images/s"), Column("high", "95% high", "images/s"),
+        Column("repeat_low", "repeat 95% low", "images/s"),
+        Column("repeat_high", "repeat 95% high", "images/s"),
+        Column("low", "this sweep 95% low", "images/s"),
+        Column("high", "this sweep 95% high", "images/s"),
         Column("t_iter_ms", "t_iter", "ms"), Column("n_trials", "trials", digits=0),
         Column("stopped_by", "sampling stopped by", digits=0),
         Column("jitter_pct", "jitter", "%", 2),
         Column("settling_pct", "settling", "%", 2), Column("mfu_pct", "MFU", "%", 1),
+        Column("peak", "MFU against", digits=0),
         Column("compile_s", "compile", "s", 1),
         Column("noise_pct", "machine", "%", 2), Column("disturbed", "", digits=0)],
-        note="Throughput and its 95% interval: the median over trials of each trial's wall "
-             "time per iteration, and the order-statistic interval of that median over the "
-             "trials (each trial one turn of the machine; compared configurations took turns "
-             "trial by trial). No interval ('-'): fewer than 6 trials. Sampling stopped by: "
+        note="Throughput and its 95% intervals. This sweep: the median over trials of each "
+             "trial's wall time per iteration, and the order-statistic interval of that "
+             "median over the trials (each trial one turn of the machine; compared "
+             "configurations took turns trial by trial): it covers the minutes the sweep "
+             "took. Repeat: that interval widened by how far this host moves between sweeps "
+             "(harness/repeat.py: estimated from earlier sweeps in the host history, never "
+             "from this one; '-' until the host has two sweeps of some configuration): what "
+             "measuring again another day would give; compare absolute numbers across "
+             "sweeps with it. No interval ('-'): fewer than 6 trials. Sampling stopped by: "
              "target width (the interval reached +-target_width), budget (budget_s spent "
              "first) or fixed trials. Settling: first trial over the rest. MFU: training "
              "FLOPs per image (cost model: 3 x forward, 2 FLOPs per MAC) x images/s over the "
-             "machine's fp32 GEMM peak measured by the noise meter around the run. Compile: "
+             "peak in 'MFU against': on CPU the machine's fp32 GEMM peak measured by the "
+             "noise meter around the run; on GPUs the dense-matmul peak each worker measured "
+             "on its own device in the run's math mode, x workers, with the vendor's "
+             "datasheet figure next to it. Compile: "
              "seconds spent compiling the step before the first trial, never timed (JAX; "
              "'-' where a framework compiles lazily). Machine: "
              "the noise meter's median probe around the run's trials against "
@@ -148,16 +174,20 @@ def shootout(ok: list[dict]) -> Table:
     for r in ok:
         if r["mode"] == "throughput" and r["workers"] == 1 and synthetic(r):
             ratio = r.get("noise_ratio")
+            rep = repeat.interval(r, drifts.get(repeat.host_key(r)))
             t.rows.append({"framework": display(r["framework"]), "model": r["model"],
                            "config": config(r),
                            "images_per_s": r["images_per_s"],
                            "low": r["images_per_s_low"], "high": r["images_per_s_high"],
+                           "repeat_low": rep[0] if rep else None,
+                           "repeat_high": rep[1] if rep else None,
                            "t_iter_ms": r["t_iter_s"] * 1e3,
                            "n_trials": r.get("n_trials"),
                            "stopped_by": r.get("stopped_by") or "",
                            "jitter_pct": (r["jitter"] or 0) * 100,
                            "settling_pct": None if r["settling"] is None else r["settling"] * 100,
                            "mfu_pct": None if r.get("mfu") is None else r["mfu"] * 100,
+                           "peak": peak_text(r),
                            "compile_s": r.get("compile_s"),
                            "noise_pct": None if ratio is None else ratio * 100,
                            "disturbed": ("machine disturbed: measure again"
@@ -288,18 +318,15 @@ def scaling(ok: list[dict], checks: list[validate.Check]) -> Table:
         if r["mode"] == "breakdown" and r["workers"] > 1:
             comm[(r["framework"], r["model"], r["batch_size"], r["image_size"], r["strategy"],
                   r["workers"])] = r["t_comm_s"]
-    for r in ok:
-        if r["mode"] != "throughput" or r["workers"] == 1:
-            continue
-        base = baseline(ok, r)
-        eff = efficiency(r, base)
+    for p in points(ok):
+        r, base, eff = p["_row"], p["_base"], p["efficiency"]
         c = pred.get(r["run_id"])
         t.rows.append({
             "framework": display(r["framework"]), "model": r["model"], "strategy": r["strategy"],
             "config": config(r, with_nodes=False), "workers": r["workers"], "nodes": r["nodes"],
             "images_per_s": r["images_per_s"], "per_worker": r["images_per_s_per_worker"],
             "efficiency_pct": eff * 100 if eff else None,
-            "exposed_ms": (r["t_iter_s"] - base["t_iter_s"]) * 1e3 if base else None,
+            "exposed_ms": p["exposed_s"] * 1e3 if base else None,
             "t_comm_ms": (comm.get((r["framework"], r["model"], r["batch_size"],
                                     r["image_size"], r["strategy"], r["workers"])) or 0) * 1e3
             or None,

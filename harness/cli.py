@@ -110,11 +110,15 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--ignore-memory-check", action="store_true",
                        help="run even when the cost model estimates more memory than this "
                             "host has (the estimate is rough; e.g. for swap or huge pages)")
-    g_sl = p_run.add_argument_group("Slurm (with --launcher slurm)")
+    g_sl = p_run.add_argument_group(
+        "Slurm (with --launcher slurm; an experiment file's [slurm] table sets the same, and "
+        "these flags override it)")
     g_sl.add_argument("--dry-run", metavar="DIR",
                       help="write each run's sbatch script to DIR and submit nothing")
     g_sl.add_argument("--partition", help="#SBATCH --partition")
     g_sl.add_argument("--account", help="#SBATCH --account")
+    g_sl.add_argument("--qos", help="#SBATCH --qos")
+    g_sl.add_argument("--constraint", help="#SBATCH --constraint (node features)")
     g_sl.add_argument("--gpus-per-node", type=number(int, 0, 64), default=0,
                       help="#SBATCH --gpus-per-node")
     g_sl.add_argument("--sbatch-option", action="append", default=[], metavar="OPT",
@@ -261,6 +265,12 @@ def build_parser() -> argparse.ArgumentParser:
                             "faster, by how much, its 95%% interval (paired over interleaved "
                             "rounds where they were measured together) and whether the report "
                             "states it with confidence")
+    p_res.add_argument("--scaling", action="store_true",
+                       help="every multi-worker run with its 1-worker baseline and weak-"
+                            "scaling efficiency (the report's scaling rows)")
+    p_res.add_argument("--intervals", action="store_true",
+                       help="each run's 95%% interval over its sweep and its repeat interval "
+                            "(widened by this host's between-sweep drift: dnnbench history)")
 
     p_data = sub.add_parser(
         "data", help="make or check an ImageNet-style JPEG dataset",
@@ -359,6 +369,16 @@ def build_parser() -> argparse.ArgumentParser:
     p_cmp.add_argument("--fail-on-slower", action="store_true",
                        help="exit 1 if any configuration is slower beyond noise (for CI)")
 
+    p_hist = sub.add_parser(
+        "history", help="this host's sweeps: how far results move between sweeps",
+        description=__import__("harness.repeat").repeat.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p_hist.add_argument("--add", nargs="+", metavar="DB", default=[],
+                        help="seed the history from older results databases (each "
+                             "experiment in one counts as one sweep)")
+    p_hist.add_argument("--clear", action="store_true",
+                        help="forget every recorded sweep (intervals go back to within-sweep)")
+
     sub.add_parser("clean", help="remove what dnnbench processes that died left behind",
                    description="Removes containers started by dnnbench processes that no "
                                "longer run (killed, lost session) and their stale emulated-"
@@ -430,6 +450,7 @@ def _check_slurm_args(args: argparse.Namespace) -> None:
 
     try:
         for flag, value in (("--partition", args.partition), ("--account", args.account),
+                            ("--qos", args.qos), ("--constraint", args.constraint),
                             ("--slurm-dir", args.slurm_dir), ("--dry-run", args.dry_run)):
             if value:
                 check_script_text(flag, value, path=flag in ("--slurm-dir", "--dry-run"))
@@ -468,13 +489,20 @@ def cmd_run(args: argparse.Namespace) -> int:
                                    strict=True)
     if args.name:
         exp = experiment.Experiment(experiment.check_name(args.name, "--name"),
-                                    exp.description, exp.runs, exp.source)
+                                    exp.description, exp.runs, exp.source, exp.slurm)
     _check_slurm_args(args)
     from runners.slurm import SlurmOptions
 
-    slurm_opts = SlurmOptions(partition=args.partition or "", account=args.account or "",
-                              extra=args.sbatch_option, workdir=args.slurm_dir,
-                              gpus_per_node=args.gpus_per_node)
+    # the experiment file's [slurm] table, each flag given on the command line over it
+    site = exp.slurm
+    slurm_opts = SlurmOptions(partition=args.partition or site.get("partition", ""),
+                              account=args.account or site.get("account", ""),
+                              qos=args.qos or site.get("qos", ""),
+                              constraint=args.constraint or site.get("constraint", ""),
+                              extra=list(site.get("sbatch_options", [])) + args.sbatch_option,
+                              workdir=args.slurm_dir,
+                              gpus_per_node=args.gpus_per_node or site.get("gpus_per_node", 0),
+                              queue_wait_s=site.get("queue_wait_s", 3600.0))
     if args.dry_run:
         from runners.slurm import SlurmError
 
@@ -555,7 +583,7 @@ def cmd_results(args: argparse.Namespace) -> int:
         if args.json:
             export.write_json(store, args.json, args.experiment, **filters)
             print(f"JSON: {args.json}")
-        if not args.csv and not args.json and not args.verdicts:
+        if not (args.csv or args.json or args.verdicts or args.scaling or args.intervals):
             export.print_table(store, args.experiment, **filters)
     if args.verdicts:
         from harness import results
@@ -572,6 +600,14 @@ def cmd_results(args: argparse.Namespace) -> int:
             print(f"{v['model']} {v['config']}: {v['faster']} vs {v['slower']} "
                   f"{v['speedup']:+.1%} {interval} ({how}): "
                   + ("faster" if v["confident"] else "too close to rank"))
+    for flag, fn, empty in (("scaling", "scaling", "no multi-worker runs"),
+                            ("intervals", "intervals", "no successful runs")):
+        if getattr(args, flag):
+            from harness import results
+
+            frame = getattr(results, fn)(results.load(args.db, args.experiment))
+            print(frame.to_string(index=False, float_format=lambda x: f"{x:.4g}")
+                  if not frame.empty else empty)
     return 0
 
 
@@ -632,6 +668,36 @@ def cmd_compare(args: argparse.Namespace) -> int:
                "only in B")}
     print(", ".join(f"{n} {v}" for v, n in counts.items() if n))
     return 1 if args.fail_on_slower and counts["slower"] else 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from harness import repeat
+    from harness.manifest import host_manifest
+
+    path = repeat.default_path()
+    if args.clear:
+        path.unlink(missing_ok=True)
+        print(f"history cleared: {path}")
+        return 0
+    with repeat.History(path) as hist:
+        for db in args.add:
+            try:
+                print(f"{db}: {hist.add_database(db)} runs added")
+            except FileNotFoundError as exc:
+                raise UserError(f"{exc}; --add takes results databases (dnnbench run --db)"
+                                ) from None
+        here = repeat.host_key({"manifest_json": {"host": host_manifest()}})
+        hosts = hist.hosts()
+        print(f"history: {path}")
+        if not hosts:
+            print("no sweeps recorded yet: every `dnnbench run` adds its runs")
+        for host, sweeps in sorted(hosts.items()):
+            drift = repeat.estimate(hist, host)
+            mark = " (this host)" if host == here else ""
+            print(f"{host}{mark}: {sweeps} sweeps; " + (
+                drift.text() if drift else "no configuration measured in two sweeps yet: "
+                "repeat intervals need a second sweep of the same configurations"))
+    return 0
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
@@ -997,7 +1063,8 @@ COMMANDS = {"env": cmd_env, "models": cmd_models, "run": cmd_run, "report": cmd_
             "results": cmd_results, "predict": cmd_predict, "ps-placement": cmd_ps_placement,
             "paper": cmd_paper, "commbench": cmd_commbench, "plan": cmd_plan,
             "verify": cmd_verify, "data": cmd_data, "cluster": cmd_cluster,
-            "image": cmd_image, "clean": cmd_clean, "compare": cmd_compare}
+            "image": cmd_image, "clean": cmd_clean, "compare": cmd_compare,
+            "history": cmd_history}
 
 
 def main(argv: list[str] | None = None) -> int:

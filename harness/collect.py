@@ -67,6 +67,29 @@ def job_events(job: JobResult) -> list[dict[str, Any]]:
     return out
 
 
+def device_columns(spec: RunSpec, evs: list[dict[str, Any]], images_per_s: float | None
+                   ) -> dict[str, Any]:
+    """The workers' own device peaks (frameworks/peak.py), the datasheet's figure for that
+    device, and, for runs on GPUs or Slurm's compute nodes, the MFU against workers x the
+    measured peak (CPU runs on this host get theirs from the harness's noise meter, which
+    sees the same cores)."""
+    from harness import datasheets
+    from harness.noise import train_flops_per_image
+
+    peaks = [ev for ev in evs if ev["event"] == events.PEAK and ev.get("gflops")]
+    if not peaks:
+        return {}
+    out: dict[str, Any] = {"device_gflops": median([float(ev["gflops"]) for ev in peaks]),
+                           "device_math": peaks[0].get("dtype")}
+    out["datasheet_gflops"] = datasheets.peak_gflops(str(peaks[0].get("device", "")),
+                                                     str(out["device_math"]))
+    if (spec.device != "cpu" or spec.resolved_launcher == "slurm") and images_per_s \
+            and spec.mode != "loader":
+        out["mfu"] = train_flops_per_image(spec) * images_per_s / (
+            out["device_gflops"] * spec.workers * 1e9)
+    return out
+
+
 def record(spec: RunSpec, experiment: str, run_id: str, job: JobResult,
            host: dict[str, Any], telemetry: Telemetry | None = None,
            schedule: Schedule | None = None) -> RunRecord:
@@ -76,6 +99,9 @@ def record(spec: RunSpec, experiment: str, run_id: str, job: JobResult,
         if ev["event"] in (events.ENVIRONMENT, events.MODEL, events.DONE, events.DATA):
             manifest["ranks"].setdefault(str(ev.get("rank", 0)), {}).update(
                 {k: v for k, v in ev.items() if k not in ("event", "rank")})
+        elif ev["event"] == events.PEAK:
+            manifest["ranks"].setdefault(str(ev.get("rank", 0)), {})["device_peak"] = {
+                k: v for k, v in ev.items() if k not in ("event", "rank", "v", "t")}
     row = base_row(spec, experiment, run_id, "ok", manifest=manifest)
     row["elapsed_s"] = job.elapsed
     errors = [ev["reason"] for ev in evs if ev["event"] == events.ERROR]
@@ -185,6 +211,7 @@ def record(spec: RunSpec, experiment: str, run_id: str, job: JobResult,
         rec.telemetry = telemetry.rows()
         manifest["telemetry"] = {"interval_s": telemetry.interval_s, "gpu": telemetry.gpu,
                                  "samples": len(telemetry.samples)}
+    row.update(device_columns(spec, evs, row.get("images_per_s")))
     losses = [v for ev in evs if ev["event"] == events.LOSS and ev.get("rank", 0) == 0
               for v in ev["values"]]
     if losses:

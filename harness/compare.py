@@ -5,8 +5,11 @@ Configurations are matched by their identity (config_hash: every measured field 
 RunSpec, not the label or limits); where a database holds several ok runs of one
 configuration (several experiments), the newest counts. A difference is called a change
 only when the two runs' 95% intervals of images/s do not overlap; otherwise it is within
-noise. (Those intervals describe each run's own trials: runs taken minutes apart on a
-shared machine drift more than that, so a change on a noisy machine deserves a repeat.)
+noise. When both were measured on one host whose history knows how far it moves between
+sweeps (harness/repeat.py, `dnnbench history`), those are the repeat intervals, with the
+drift estimated without either database's sweeps: a shared machine drifts between sweeps
+far more than within one. Otherwise (two machines, or a host with no history) they are the
+runs' own within-sweep intervals, and a change on a noisy machine deserves a repeat.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import repeat
 from harness.store import Store
 
 
@@ -28,6 +32,7 @@ class Pair:
     description: str
     a: dict | None  # the run row in A (None: not measured there)
     b: dict | None
+    drift: repeat.Drift | None = None  # both on one host with a known between-sweep drift
 
     @property
     def ratio(self) -> float | None:
@@ -44,18 +49,21 @@ class Pair:
             return "only in A"
         if None in (self.a.get("images_per_s_low"), self.b.get("images_per_s_low")):
             return "no interval (too few samples)"
-        lo_a, hi_a = _interval(self.a)
-        lo_b, hi_b = _interval(self.b)
+        lo_a, hi_a = self.interval(self.a)
+        lo_b, hi_b = self.interval(self.b)
         if hi_b < lo_a:
             return "slower"
         if lo_b > hi_a:
             return "faster"
         return "within noise"
 
-
-def _interval(row: dict) -> tuple[float, float]:
-    v = row["images_per_s"]
-    return (row.get("images_per_s_low") or v, row.get("images_per_s_high") or v)
+    def interval(self, row: dict) -> tuple[float, float]:
+        """The repeat interval where the host's drift is known, else the run's own."""
+        rep = repeat.interval(row, self.drift)
+        if rep:
+            return rep
+        v = row["images_per_s"]
+        return (row.get("images_per_s_low") or v, row.get("images_per_s_high") or v)
 
 
 def _newest_ok(path: str, experiment: str | None) -> dict[str, dict]:
@@ -75,6 +83,7 @@ def compare(a_path: str, b_path: str, experiment: str | None = None) -> list[Pai
     from harness.sweep import describe
 
     a, b = _newest_ok(a_path, experiment), _newest_ok(b_path, experiment)
+    drifts = repeat.drifts_for(list(a.values()) + list(b.values()))
     pairs = []
     for key in sorted(set(a) | set(b)):
         row = a.get(key) or b[key]
@@ -83,7 +92,10 @@ def compare(a_path: str, b_path: str, experiment: str | None = None) -> list[Pai
         except (TypeError, ValueError, KeyError):  # a row written by another version
             spec = json.loads(row["spec_json"] or "{}")
             text = f"{spec.get('framework', '?')} {spec.get('model', '?')} ({key})"
-        pairs.append(Pair(key, text, a.get(key), b.get(key)))
+        ra, rb = a.get(key), b.get(key)
+        same_host = ra and rb and repeat.host_key(ra) == repeat.host_key(rb)
+        pairs.append(Pair(key, text, ra, rb,
+                          drifts.get(repeat.host_key(ra)) if same_host else None))
     return sorted(pairs, key=lambda p: p.description)
 
 
@@ -104,18 +116,23 @@ def machine(pairs: list[Pair], side: str) -> str:
 
 
 def table(pairs: list[Pair], a_name: str, b_name: str) -> str:
-    def cell(row: dict | None) -> str:
+    def cell(p: Pair, row: dict | None) -> str:
         if row is None:
             return "-"
-        lo, hi = _interval(row)
+        lo, hi = p.interval(row)
         return f"{row['images_per_s']:.1f} [{lo:.1f}, {hi:.1f}]"
 
     width = max([len(p.description) for p in pairs] + [13])
     lines = [f"A = {a_name} ({machine(pairs, 'a')})", f"B = {b_name} ({machine(pairs, 'b')})",
              f"{'configuration':<{width}}  {'A images/s [95%]':>24}  {'B images/s [95%]':>24}  "
              f"{'B vs A':>7}  verdict"]
+    known = {p.drift for p in pairs if p.drift}
+    lines.insert(2, "intervals: repeat, with the " + "; ".join(d.text() for d in known)
+                 + " (neither database's sweeps included)" if known else
+                 "intervals: each run's own, over its sweep (no host history of other sweeps "
+                 "of these configurations: `dnnbench history`)")
     for p in pairs:
         change = f"{p.ratio - 1:+.1%}" if p.ratio is not None else "-"
-        lines.append(f"{p.description:<{width}}  {cell(p.a):>24}  {cell(p.b):>24}  "
+        lines.append(f"{p.description:<{width}}  {cell(p, p.a):>24}  {cell(p, p.b):>24}  "
                      f"{change:>7}  {p.verdict}")
     return "\n".join(lines)

@@ -23,14 +23,22 @@ import itertools
 import os
 import re
 import tomllib
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from frameworks.contract import FIELDS, RunSpec, SpecError, UnsupportedError, check_field, validate
 
 SPEC_FIELDS = {f.name: f for f in fields(RunSpec)}
-TOP_KEYS = {"name", "description", "defaults", "matrix", "exclude"}
+TOP_KEYS = {"name", "description", "defaults", "matrix", "exclude", "slurm"}
+#: [slurm]: site settings for `--launcher slurm` (not part of any run's identity; the
+#: command line's flags override them): key -> (type, what it becomes)
+SLURM_KEYS: dict[str, tuple[type, str]] = {
+    "partition": (str, "#SBATCH --partition"), "account": (str, "#SBATCH --account"),
+    "qos": (str, "#SBATCH --qos"), "constraint": (str, "#SBATCH --constraint"),
+    "gpus_per_node": (int, "#SBATCH --gpus-per-node"),
+    "sbatch_options": (list, "extra #SBATCH lines, e.g. [\"--exclusive\"]"),
+    "queue_wait_s": (float, "how long a job may wait in the queue before it is cancelled")}
 #: Experiment names become file names, Slurm job names and report titles: a safe alphabet.
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
@@ -62,6 +70,7 @@ class Experiment:
     description: str
     runs: tuple[Planned, ...]
     source: str
+    slurm: dict[str, Any] = field(default_factory=dict)  # the file's [slurm], checked
 
     @property
     def runnable(self) -> list[RunSpec]:
@@ -159,7 +168,40 @@ def from_dict(data: dict[str, Any], src: str = "<experiment>",
             raise ExperimentError(f"{src}: {exc}") from None
     if not runs:
         raise ExperimentError(f"{src}: the matrix expands to no runs (check [[exclude]])")
-    return Experiment(name, data.get("description", ""), tuple(runs), src)
+    return Experiment(name, data.get("description", ""), tuple(runs), src,
+                      _checked_slurm(src, data.get("slurm", {})))
+
+
+def _checked_slurm(src: str, table: Any) -> dict[str, Any]:
+    """The [slurm] table, each value checked as it will be written into a batch script."""
+    from runners.slurm import SlurmError, check_script_text
+
+    if not isinstance(table, dict):
+        raise ExperimentError(f"{src}: [slurm] must be a table")
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        if key not in SLURM_KEYS:
+            raise ExperimentError(f"{src}: slurm: unknown key {key!r}{_suggest(key, SLURM_KEYS)}"
+                                  f"; allowed: {', '.join(sorted(SLURM_KEYS))}")
+        kind, what = SLURM_KEYS[key]
+        ok = (isinstance(value, kind) and not isinstance(value, bool)) or (
+            kind is float and isinstance(value, int) and not isinstance(value, bool))
+        if not ok or (kind is list and not all(isinstance(v, str) for v in value)):
+            raise ExperimentError(f"{src}: slurm.{key} = {value!r}: expected "
+                                  f"{'a list of strings' if kind is list else kind.__name__} "
+                                  f"({what})")
+        if kind in (int, float) and not 0 <= value <= (64 if key == "gpus_per_node" else 1e7):
+            raise ExperimentError(f"{src}: slurm.{key} = {value!r}: out of range ({what})")
+        try:
+            if kind is str:
+                check_script_text(f"slurm.{key}", value)
+            elif kind is list:
+                for v in value:
+                    check_script_text(f"slurm.{key}", v, option=True)
+        except SlurmError as exc:
+            raise ExperimentError(f"{src}: {exc}") from None
+        out[key] = value
+    return out
 
 
 def load(path: str | Path, overrides: dict[str, Any] | None = None) -> Experiment:

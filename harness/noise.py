@@ -8,8 +8,9 @@ peak for the run's model FLOPs utilisation (`mfu`); their median against the bes
 of the sweep so far is `noise_ratio` (the median: one probe caught by a hiccup among an
 interleaved run's dozens does not make the whole run disturbed): a run whose ratio is below
 DISTURBED was measured while something else took the machine, and the report says so.
-On GPU hosts and under Slurm the probe does not see the device the run used, so no MFU
-is computed there. The peak is NumPy's BLAS as this host runs it (OPENBLAS_CORETYPE, set
+On GPU hosts and under Slurm the probe does not see the device the run used: there the
+worker measures its own device (frameworks/peak.py) and MFU is against that peak.
+The peak is NumPy's BLAS as this host runs it (OPENBLAS_CORETYPE, set
 on some machines, is left as it is): measured on a 2-core AVX-512 VM with it set to
 Haswell, 245 GFLOP/s against 213 for PyTorch's own matmul of the same size. On a host
 where it pins a much older kernel the peak would read low and MFU high.
@@ -83,8 +84,7 @@ class Meter:
         out: dict[str, float | None] = {
             "machine_gflops": peak,
             "machine_copy_gbs": max(p.copy_gbs for p in probes),
-            "noise_ratio": median([p.gemm_gflops for p in probes]) / self.best,
-            "mfu": None}
+            "noise_ratio": median([p.gemm_gflops for p in probes]) / self.best}
         # loader mode trains nothing: its images/s carry no FLOPs
         if (images_per_s and spec.mode != "loader" and spec.device == "cpu"
                 and spec.resolved_launcher != "slurm"):

@@ -17,7 +17,12 @@ Frames (one row per observation; the columns and units are in `COLUMNS` and in
   comm        commbench: one row per library, ranks, link and message size
   verdicts    (function) every pair of frameworks per network and settings, compared
               the way the report does (harness/verdicts.py)
-The report and `dnnbench results --verdicts` call the same verdict function.
+  scaling     (function) every multi-worker run with its 1-worker baseline and weak-scaling
+              efficiency (harness/scaling.py: the report's scaling table uses the same rows)
+  intervals   (function) each run's 95% interval over its sweep and its repeat interval
+              (harness/repeat.py: widened by this host's between-sweep drift)
+The report and `dnnbench results --verdicts/--scaling/--intervals` call the same
+functions.
 """
 
 from __future__ import annotations
@@ -132,3 +137,41 @@ def verdicts(res: Results, mode: str = "throughput") -> pd.DataFrame:
                         "confident": v.confident})
     return pd.DataFrame(out, columns=["model", "config", "faster", "slower", "speedup", "low",
                                       "high", "method", "rounds", "confident"])
+
+
+def scaling(res: Results) -> pd.DataFrame:
+    """Every multi-worker throughput run: its baseline run, efficiency (t_iter(1) /
+    t_iter(N), weak scaling) and exposed time (t_iter(N) - t_iter(1), s)."""
+    from harness.scaling import points
+
+    cols = ["run_id", "framework", "model", "strategy", "workers", "nodes", "link",
+            "cpus_per_host", "images_per_s", "baseline_run_id", "efficiency", "exposed_s"]
+    rows = points(res.runs.to_dict("records"))
+    return pd.DataFrame([{c: p[c] for c in cols} for p in rows], columns=cols)
+
+
+def intervals(res: Results, history: str | Path | None = None) -> pd.DataFrame:
+    """Each ok run's images/s with its 95% interval over its own sweep (low, high) and its
+    repeat interval (repeat_low, repeat_high: what measuring again another time on this
+    host would give; empty until the host history knows another sweep of some
+    configuration). `drift_sd_pct` is the host's between-sweep drift used."""
+    from harness import repeat
+
+    cols = ["run_id", "framework", "model", "mode", "workers", "images_per_s", "low", "high",
+            "repeat_low", "repeat_high", "drift_sd_pct"]
+    ok = [r for r in res.runs.to_dict("records") if r["status"] == "ok"]
+    for r in ok:
+        r["manifest_json"] = r.get("manifest") or {}
+    drifts = repeat.drifts_for(ok, history)
+    out = []
+    for r in ok:
+        d = drifts.get(repeat.host_key(r))
+        rep = repeat.interval(r, d)
+        out.append({"run_id": r["run_id"], "framework": r["framework"], "model": r["model"],
+                    "mode": r["mode"], "workers": r["workers"],
+                    "images_per_s": r["images_per_s"], "low": r["images_per_s_low"],
+                    "high": r["images_per_s_high"],
+                    "repeat_low": rep[0] if rep else None,
+                    "repeat_high": rep[1] if rep else None,
+                    "drift_sd_pct": d.sd_pct if d else None})
+    return pd.DataFrame(out, columns=cols)

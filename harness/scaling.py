@@ -61,3 +61,22 @@ def efficiency(r: dict, base: dict | None) -> float | None:
     if not base or not r.get("t_iter_s") or not base.get("t_iter_s"):
         return None
     return base["t_iter_s"] / r["t_iter_s"]
+
+
+def points(runs: list[dict]) -> list[dict]:
+    """Every multi-worker throughput run with its baseline and efficiency: the rows of the
+    report's scaling table and of `results.scaling` (one function, so the two agree)."""
+    out = []
+    for r in runs:
+        if r["mode"] != "throughput" or r["workers"] == 1 or r["status"] != "ok":
+            continue
+        base = baseline(runs, r)
+        out.append({"run_id": r["run_id"], "framework": r["framework"], "model": r["model"],
+                    "strategy": r["strategy"], "workers": r["workers"], "nodes": r["nodes"],
+                    "link": r.get("link") or "", "cpus_per_host": r.get("cpus_per_host"),
+                    "images_per_s": r["images_per_s"],
+                    "baseline_run_id": base["run_id"] if base else None,
+                    "efficiency": efficiency(r, base),
+                    "exposed_s": r["t_iter_s"] - base["t_iter_s"] if base else None,
+                    "_row": r, "_base": base})
+    return out

@@ -98,7 +98,15 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
     ("noise_ratio", "REAL", "", "the median probe around the run's trials over the sweep's "
      "best: below 0.85 the machine was measurably disturbed"),
     ("mfu", "REAL", "", "model FLOPs utilisation: forward+backward FLOPs per image (cost "
-     "model) x images/s over machine_gflops; CPU runs on this host only"),
+     "model) x images/s over the peak of the devices that ran it: workers x device_gflops "
+     "on GPUs, machine_gflops for CPU runs on this host"),
+    ("device_gflops", "REAL", "GFLOP/s", "dense-matmul peak of one of the run's devices in "
+     "its math mode, measured by the worker before warm-up (median over ranks; "
+     "frameworks/peak.py): GPU runs, and CPU runs with DNNBENCH_DEVICE_PEAK=1"),
+    ("device_math", "TEXT", "", "the math mode device_gflops was measured in: float32, tf32, "
+     "bfloat16 or float16"),
+    ("datasheet_gflops", "REAL", "GFLOP/s", "the vendor's dense peak of that device in that "
+     "math mode (harness/datasheets.py), when known"),
     ("cpu_cores_per_worker", "REAL", "cores", "mean CPU use of one worker's process tree "
      "while measuring (sampled from /proc)"),
     ("gpu_util_pct", "REAL", "%", "mean GPU utilisation while measuring (NVML)"),

@@ -19,7 +19,7 @@ from typing import TextIO
 import frameworks
 from frameworks import events, gate
 from frameworks.plan import PlanContext, plan
-from harness import collect, envs, interleave, noise
+from harness import collect, envs, interleave, noise, repeat
 from harness.experiment import Experiment
 from harness.manifest import host_manifest
 from harness.progress import Progress
@@ -295,6 +295,7 @@ class _SweepContext:
         self.source_root = worker_source_root()
         self.host = host_manifest()
         self.meter = noise.Meter()
+        self.sweep_id = collect.new_run_id()  # this invocation, in the host's history
         self.made_cluster = self.used_cluster = False
         self.gates = Path(tempfile.gettempdir())
         #: config_hash -> run_id of a disturbed ok row that a new measurement replaces
@@ -436,6 +437,7 @@ class _SweepContext:
                 lines.append(f"  {describe(spec)}: not stored: another sweep on this database "
                              f"stored this configuration while it ran ({row['status']} here)")
                 continue
+            repeat.record_sweep([row], self.sweep_id)
             text = self._result_text(row)
             if not quiet:
                 lines.append(f"  {describe(spec)}: {text}")

@@ -17,7 +17,7 @@ from typing import Any
 import jinja2
 
 from harness import analysis as T
-from harness import verdicts
+from harness import repeat, verdicts
 from harness.perfmodel import holdout, validate
 from harness.perfmodel.predict import predict
 from harness.store import RUN_COLUMNS, Store
@@ -152,6 +152,18 @@ def _manifests(ok: list[dict]) -> list[dict]:
     return out
 
 
+def repeat_text(drifts: dict[str, repeat.Drift | None]) -> str:
+    """One sentence on what the repeat intervals include, for the report's header."""
+    known = [d for d in drifts.values() if d]
+    if not drifts:
+        return ""
+    if not known:
+        return ("Repeat intervals: not yet known for this host (its history has no other "
+                "sweep of these configurations); the intervals shown cover only the minutes "
+                "this sweep took. Run the experiment again to calibrate them.")
+    return "Repeat intervals include the " + "; ".join(d.text() for d in known) + "."
+
+
 def build(store: Store, experiment: str | None = None) -> dict[str, Any]:
     runs = store.runs("WHERE experiment = ?", (experiment,)) if experiment else store.runs()
     ok = [r for r in runs if r["status"] == "ok"]
@@ -161,7 +173,8 @@ def build(store: Store, experiment: str | None = None) -> dict[str, Any]:
         held = holdout.validate(store, experiment)
     except holdout.HoldoutError:
         held = None  # no runs at both scales: no held-out section
-    shoot, bd = T.shootout(ok), T.breakdown(ok)
+    drifts = repeat.drifts_for(ok)
+    shoot, bd = T.shootout(ok, drifts), T.breakdown(ok)
     scale = T.scaling(ok, checks)
     held_table = T.holdout(held)
     comm, fits = T.communication(store)
@@ -180,6 +193,7 @@ def build(store: Store, experiment: str | None = None) -> dict[str, Any]:
         "experiments": sorted({r["experiment"] for r in runs}),
         "findings": T.findings(shoot, scale, rounds) + T.pipeline_findings(pipe),
         "model_error": validate.median_abs_error(checks), "n_checks": len(checks),
+        "repeat": repeat_text(drifts),
         "holdout": held.by_strategy() if held else {},
         "sections": [
             ("shootout", "Single-device shoot-out", _shootout_charts(shoot) if shoot else [],
@@ -227,6 +241,8 @@ def render_markdown(ctx: dict[str, Any]) -> str:
         out.append("Performance model, in-sample check: median absolute error "
                    f"{ctx['model_error'] * 100:.1f}% "
                    f"over {ctx['n_checks']} measured configurations.")
+    if ctx.get("repeat"):
+        out.append(ctx["repeat"])
     out += ["", "## Summary", ""] + [f"- {f}" for f in ctx["findings"]]
     for t in all_tables(ctx):
         out += ["", f"## {t.title}", ""]

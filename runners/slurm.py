@@ -4,6 +4,9 @@
 workers' common environment is exported, MASTER_ADDR is the first node's address as
 Slurm knows it, and every rank is one Slurm task (`srun`), whose SLURM_PROCID /
 SLURM_LOCALID / SLURM_NTASKS the worker reads as its rank (frameworks.worker.rank_info).
+A parameter-server plan (MXNet: scheduler and servers) adds a second job step: one task
+per role, each picking its role's variables by SLURM_PROCID, the scheduler on the first
+node; the job ends with the workers, and a failed service ends them too.
 Horovod ranks start with `srun --mpi=pmix` (MPI controller). `launch` submits the
 script, follows the job's output file as it grows (so progress shows live), cancels the
 job on timeout or Ctrl-C (`scancel`), and returns the same JobResult as every launcher.
@@ -44,6 +47,8 @@ class SlurmOptions:
 
     partition: str = ""
     account: str = ""
+    qos: str = ""
+    constraint: str = ""
     extra: list[str] = field(default_factory=list)  # raw `#SBATCH` options, e.g. --qos=x
     workdir: str = "results/slurm"  # scripts and job output files
     gpus_per_node: int = 0
@@ -119,8 +124,9 @@ def check_fits(specs: list[ProcessSpec], nodes: int, partition: str = "") -> Non
     if nodes > len(cpus):
         raise SlurmError(f"the run needs nodes = {nodes}, but {where} has {len(cpus)} "
                          f"node(s) (sinfo); use nodes <= {len(cpus)} or another partition")
-    per_node = -(-len(specs) // nodes)
-    threads = int(specs[0].env.get("DNNBENCH_THREADS", "1"))
+    workers, _ = split_roles(specs)
+    per_node = -(-len(workers) // nodes)
+    threads = int(workers[0].env.get("DNNBENCH_THREADS", "1"))
     fitting = sorted(cpus, reverse=True)[nodes - 1]  # CPUs of the nodes-th largest node
     if per_node * threads > fitting:
         raise SlurmError(
@@ -132,13 +138,115 @@ def check_fits(specs: list[ProcessSpec], nodes: int, partition: str = "") -> Non
             "unset: dnnbench sizes them to the nodes), or fewer devices_per_node")
 
 
-def srun_line(specs: list[ProcessSpec], nodes: int, mpi: str = "") -> list[str]:
+def split_roles(specs: list[ProcessSpec]) -> tuple[list[ProcessSpec], list[ProcessSpec]]:
+    """(workers, the other roles: a parameter-server job's scheduler and servers)."""
+    return ([s for s in specs if s.role == "worker"],
+            [s for s in specs if s.role != "worker"])
+
+
+def srun_line(specs: list[ProcessSpec], nodes: int, mpi: str = "",
+              overlap: bool = False) -> list[str]:
     per_node = -(-len(specs) // nodes)
     cmd = ["srun", f"--nodes={nodes}", f"--ntasks={len(specs)}",
            f"--ntasks-per-node={per_node}", "--kill-on-bad-exit=1", "--export=ALL"]
+    if overlap:
+        cmd.append("--overlap")
     if mpi:
         cmd.append(f"--mpi={mpi}")
     return cmd + list(specs[0].argv)
+
+
+#: variables that name the rendezvous host by IP address (ps-lite's scheduler binds it: a
+#: host name such as a NodeAddr of "localhost" fails to bind): the job's first node's
+ROOT_KEYS = {"DMLC_PS_ROOT_URI"}
+ROOT_IP = ('ip=$(getent ahostsv4 "$MASTER_ADDR" | awk \'NR == 1 {print $1}\'); '
+           'echo "${ip:-$MASTER_ADDR}"')
+#: the parameter-server roles' script, written by the batch script into the job's
+#: directory (shared with the compute nodes, as the output file is) and run by every task
+#: of the services step, each choosing its role by SLURM_PROCID
+SERVICES_FILE = "$(dirname {output})/services-$SLURM_JOB_ID.sh"
+
+
+def _task_addresses(workers: list[ProcessSpec], nodes: int, per_node: int) -> list[str]:
+    """DNNBENCH_TASK_ADDRS: every worker task's node address and a port, in SLURM_PROCID
+    order (block distribution: per_node tasks on each node in turn). A per-task cluster
+    description (TensorFlow's TF_CONFIG) is then built by each worker from its rank; the
+    ports count up from the plan's first worker's, so tasks sharing a node never clash."""
+    import json
+
+    first = json.loads(workers[0].env["TF_CONFIG"])["cluster"]["worker"][0]
+    base = int(first.rsplit(":", 1)[1])
+    return [
+        "# every worker's address, in task order: each builds its TF_CONFIG from it",
+        "DNNBENCH_TASK_ADDRS=; i=0",
+        f'for n in $(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n {nodes}); do',
+        '  a=$(scontrol show node "$n" | tr " " "\\n" | sed -n \'s/^NodeAddr=//p\' | head -n 1)',
+        f"  for _ in $(seq {per_node}); do",
+        f'    [ "$i" -lt {len(workers)} ] || break',
+        f'    DNNBENCH_TASK_ADDRS="$DNNBENCH_TASK_ADDRS${{DNNBENCH_TASK_ADDRS:+,}}${{a:-$n}}:'
+        f'$(({base} + i))"',
+        "    i=$((i + 1))",
+        "  done",
+        "done",
+        "export DNNBENCH_TASK_ADDRS",
+    ]
+
+
+def services_script(services: list[ProcessSpec]) -> str:
+    """A bash `case` over SLURM_PROCID: task i exports service i's variables and runs it.
+    Task 0 is the first role of the plan (the scheduler), on the first node."""
+    lines = ["#!/bin/bash", 'case "$SLURM_PROCID" in']
+    for i, svc in enumerate(services):
+        exports = " ".join(
+            f"{k}=\"$DNNBENCH_ROOT_IP\"" if k in ROOT_KEYS else f"{k}={shlex.quote(v)}"
+            for k, v in sorted(svc.env.items()))
+        lines.append(f"  {i}) export {exports}; exec "
+                     + " ".join(shlex.quote(a) for a in svc.argv) + " ;;")
+    lines += ['  *) echo "no service for task $SLURM_PROCID" >&2; exit 1 ;;', "esac"]
+    return "\n".join(lines) + "\n"
+
+
+def _services_lines(services: list[ProcessSpec], workers: list[ProcessSpec], nodes: int,
+                    output: str, mpi: str) -> list[str]:
+    """Two job steps: the services (one task per role, spread over the nodes from the
+    first, sharing the workers' CPUs: they mostly wait) and the workers as in every job.
+    The job ends with the workers: services still running then are stopped (ps-lite's
+    end by themselves); a service step that fails first ends the workers at once, so a
+    dead scheduler or server fails the job instead of leaving workers waiting for it."""
+    svc_file = SERVICES_FILE.format(output=shlex.quote(output))
+    svc_nodes = min(nodes, len(services))
+    return [
+        f'svc_file="{svc_file}"',
+        "cat > \"$svc_file\" <<'DNNBENCH_SERVICES'",
+        services_script(services).rstrip("\n"),
+        "DNNBENCH_SERVICES",
+        f"srun --nodes={svc_nodes} --ntasks={len(services)} --distribution=cyclic "
+        "--overlap --overcommit --kill-on-bad-exit=1 --export=ALL bash \"$svc_file\" &",
+        "svc=$!",
+        " ".join(shlex.quote(a) for a in srun_line(workers, nodes, mpi, overlap=True)) + " &",
+        "wrk=$!",
+        "rc=",
+        'while kill -0 "$wrk" 2>/dev/null; do',
+        '  if [ -n "$svc" ] && ! kill -0 "$svc" 2>/dev/null; then',
+        '    wait "$svc"; src=$?; svc=',
+        '    if [ "$src" -ne 0 ]; then',
+        '      echo "dnnbench: the services step (scheduler/servers) exited with $src; '
+        'ending the workers" >&2',
+        '      kill "$wrk" 2>/dev/null; rc=$src',
+        "    fi",
+        "  fi",
+        "  sleep 1",
+        "done",
+        'wait "$wrk"; wrc=$?',
+        'rc=${rc:-$wrc}',
+        '# services end when the workers are done; any still running after 30 s are stopped',
+        'if [ -n "$svc" ]; then',
+        '  for _ in $(seq 30); do kill -0 "$svc" 2>/dev/null || break; sleep 1; done',
+        '  kill "$svc" 2>/dev/null; wait "$svc" 2>/dev/null',
+        "fi",
+        'rm -f "$svc_file"',
+    ]
+
 
 
 def sbatch_script(specs: list[ProcessSpec], nodes: int, job_name: str, output: str,
@@ -151,16 +259,18 @@ def sbatch_script(specs: list[ProcessSpec], nodes: int, job_name: str, output: s
     if not _JOB_NAME_RE.fullmatch(job_name):
         raise SlurmError(f"job name {job_name!r}: use letters, digits, '.', '_' and '-'")
     check_script_text("output", output, path=True)
-    for what, value in (("partition", o.partition), ("account", o.account)):
+    for what, value in (("partition", o.partition), ("account", o.account),
+                        ("qos", o.qos), ("constraint", o.constraint)):
         if value:
             check_script_text(what, value)
     for x in o.extra:
         check_script_text("sbatch option", x, option=True)
-    if any(s.argv != specs[0].argv for s in specs):
-        raise SlurmError("a Slurm job step runs one program on every task; this plan has "
-                         "several (parameter-server roles): use the local launcher")
-    per_node = -(-len(specs) // nodes)
-    threads = specs[0].env.get("DNNBENCH_THREADS", "1")
+    workers, services = split_roles(specs)
+    if not workers or any(s.argv != workers[0].argv for s in workers):
+        raise SlurmError("a Slurm job step runs one program on every worker task; this "
+                         "plan's workers run several")
+    per_node = -(-len(workers) // nodes)
+    threads = workers[0].env.get("DNNBENCH_THREADS", "1")
     lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --nodes={nodes}",
              f"#SBATCH --ntasks-per-node={per_node}", f"#SBATCH --cpus-per-task={threads}",
              f"#SBATCH --time={time_limit(time_s)}", f"#SBATCH --output={output}"]
@@ -168,20 +278,32 @@ def sbatch_script(specs: list[ProcessSpec], nodes: int, job_name: str, output: s
         lines.append(f"#SBATCH --partition={o.partition}")
     if o.account:
         lines.append(f"#SBATCH --account={o.account}")
+    if o.qos:
+        lines.append(f"#SBATCH --qos={o.qos}")
+    if o.constraint:
+        lines.append(f"#SBATCH --constraint={o.constraint}")
     if o.gpus_per_node:
         lines.append(f"#SBATCH --gpus-per-node={o.gpus_per_node}")
     lines += [f"#SBATCH {x}" for x in o.extra]
-    lines += ["# generated by dnnbench (runners/slurm.py): one task per worker", "set -u"]
-    env = {k: v for k, v in specs[0].env.items() if k not in PER_RANK}
-    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())]
-    lines += [
-        "# rendezvous on the first node, at the address Slurm knows it by",
-        f"export MASTER_ADDR=$({FIRST_NODE_ADDR})",
-        " ".join(shlex.quote(a) for a in srun_line(specs, nodes, o.mpi if horovod else "")),
-        "rc=$?",
-        f'echo "{EXIT_MARK}$rc"',
-        "exit $rc",
-    ]
+    lines += ["# generated by dnnbench (runners/slurm.py): one task per worker"
+              + (", and one per scheduler/server in a step of their own" if services else ""),
+              "set -u"]
+    env = {k: v for k, v in workers[0].env.items() if k not in PER_RANK}
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())
+              if k not in ROOT_KEYS]
+    lines += ["# rendezvous on the first node, at the address Slurm knows it by",
+              f"export MASTER_ADDR=$({FIRST_NODE_ADDR})"]
+    if ROOT_KEYS & {k for sp in specs for k in sp.env}:
+        lines.append(f"export DNNBENCH_ROOT_IP=$({ROOT_IP})")
+    lines += [f'export {k}="$DNNBENCH_ROOT_IP"' for k in sorted(ROOT_KEYS & set(env))]
+    if "TF_CONFIG" in workers[0].env:
+        lines += _task_addresses(workers, nodes, per_node)
+    mpi = o.mpi if horovod else ""
+    if services:
+        lines += _services_lines(services, workers, nodes, output, mpi)
+    else:
+        lines += [" ".join(shlex.quote(a) for a in srun_line(workers, nodes, mpi)), "rc=$?"]
+    lines += [f'echo "{EXIT_MARK}$rc"', "exit $rc"]
     return "\n".join(lines) + "\n"
 
 
@@ -206,6 +328,16 @@ def launch(specs: list[ProcessSpec], timeout: float, on_line: LineCallback | Non
            on_start: StartCallback | None = None, options: SlurmOptions | None = None,
            nodes: int = 1, horovod: bool = False, job_name: str = "dnnbench") -> JobResult:
     o = options or SlurmOptions()
+    if os.environ.get("SLURM_JOB_ID") and (split_roles(specs)[1]
+                                           or "TF_CONFIG" in specs[0].env):
+        # inside an allocation, a job with roles or per-task addresses: the batch
+        # script's steps, run here
+        workdir = Path(o.workdir).resolve()
+        workdir.mkdir(parents=True, exist_ok=True)
+        body = sbatch_script(specs, nodes, job_name, str(workdir / f"{job_name}.out"),
+                             timeout, o, horovod)
+        step = ProcessSpec("srun", 0, ("bash", "-c", body), {}, cwd=specs[0].cwd)
+        return run_job([step], timeout, on_line=on_line, on_start=on_start)
     if os.environ.get("SLURM_JOB_ID"):  # inside an allocation: a job step of it
         env = {k: v for k, v in specs[0].env.items() if k not in PER_RANK}
         first = subprocess.run(["bash", "-c", FIRST_NODE_ADDR], capture_output=True,

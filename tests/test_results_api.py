@@ -59,3 +59,17 @@ def test_a_sweep_as_frames_interleaved_and_documented(torch_env, tmp_path):
 
     proc = run_cli("results", "--db", str(db), "--verdicts")
     assert proc.returncode == 0 and "no pair of frameworks" in proc.stdout
+
+    # the sweep entered the host history (harness/repeat.py) as one sweep
+    from harness import repeat
+
+    with repeat.History() as h:
+        assert len(h.sweep_of(r.runs["run_id"])) == 1
+    iv = results.intervals(r)
+    assert list(iv["run_id"]) == list(r.runs["run_id"])
+    assert list(iv["low"]) == list(r.runs["images_per_s_low"])
+    assert results.scaling(r).empty and list(results.scaling(r).columns)[:2] == [
+        "run_id", "framework"]
+    proc = run_cli("results", "--db", str(db), "--scaling", "--intervals")
+    assert proc.returncode == 0 and "no multi-worker runs" in proc.stdout
+    assert "repeat_low" in proc.stdout, proc.stdout

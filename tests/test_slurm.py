@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import sqlite3
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -47,6 +49,65 @@ def test_sbatch_script_text_and_syntax(tmp_path):
         sbatch_script(specs(1) + specs(1, ("python", "-c", "import mxnet")), 1, "j", "o", 60)
 
 
+def test_parameter_server_roles_get_their_own_step_and_variables(tmp_path):
+    """A plan with scheduler and server roles: the batch script starts them as a second
+    step; each task of it exports its own role's variables, with the rendezvous address
+    the job's first node (run here with bash: task 1 is the server)."""
+    from runners.slurm import services_script
+
+    role_env = {"DMLC_PS_ROOT_URI": "127.0.0.1", "DMLC_PS_ROOT_PORT": "9000",
+                "ODD": "a b'c"}
+    services = [ProcessSpec(role, 0, ("/usr/bin/env",), {**role_env, "DMLC_ROLE": role})
+                for role in ("scheduler", "server")]
+    workers = [ProcessSpec("worker", r, ("/e/bin/python", "-m", "frameworks.worker"),
+                           {**role_env, "DMLC_ROLE": "worker", "DNNBENCH_RANK": str(r),
+                            "DNNBENCH_THREADS": "1"}) for r in range(2)]
+    text = sbatch_script(services + workers, 2, "ps", "/out/ps-%j.out", 600)
+    path = tmp_path / "ps.sbatch"
+    path.write_text(text)
+    assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
+    lines = text.splitlines()
+    assert "#SBATCH --ntasks-per-node=1" in lines  # workers only: services overcommit
+    assert 'export DMLC_PS_ROOT_URI="$DNNBENCH_ROOT_IP"' in lines
+    assert any(ln.startswith("srun --nodes=2 --ntasks=2 --distribution=cyclic --overlap "
+                             "--overcommit") for ln in lines)
+    script = tmp_path / "services.sh"
+    script.write_text(services_script(services))
+    for task, role in ((0, "scheduler"), (1, "server")):
+        out = subprocess.run(["bash", str(script)], capture_output=True, text=True,
+                             env={"SLURM_PROCID": str(task), "DNNBENCH_ROOT_IP": "10.1.2.3",
+                                  "PATH": os.environ["PATH"]})
+        env = dict(ln.split("=", 1) for ln in out.stdout.splitlines() if "=" in ln)
+        assert env["DMLC_ROLE"] == role and env["DMLC_PS_ROOT_URI"] == "10.1.2.3"
+        assert env["ODD"] == "a b'c"
+    out = subprocess.run(["bash", str(script)], capture_output=True, text=True,
+                         env={"SLURM_PROCID": "2", "PATH": os.environ["PATH"]})
+    assert out.returncode == 1 and "no service for task 2" in out.stderr
+
+
+def test_site_settings_come_from_the_experiment_file(tmp_path):
+    """[slurm] in the experiment file: checked like the flags (one line, names the key)."""
+    from harness.experiment import ExperimentError, from_dict
+
+    base = {"name": "s", "defaults": {"framework": "torch", "model": "alexnet"}}
+    exp = from_dict({**base, "slurm": {"partition": "gpu", "qos": "debug",
+                                       "constraint": "a100", "gpus_per_node": 4,
+                                       "sbatch_options": ["--exclusive"],
+                                       "queue_wait_s": 600}})
+    assert exp.slurm["qos"] == "debug" and exp.slurm["gpus_per_node"] == 4
+    for table, message in (({"qos": "x\n#SBATCH --x"}, "control character"),
+                           ({"partiton": "gpu"}, "did you mean 'partition'"),
+                           ({"gpus_per_node": "4"}, "expected int"),
+                           ({"gpus_per_node": 99}, "out of range"),
+                           ({"sbatch_options": ["exclusive"]}, "starts with '-'"),
+                           ({"sbatch_options": "--exclusive"}, "a list of strings")):
+        with pytest.raises(ExperimentError, match=message):
+            from_dict({**base, "slurm": table})
+    text = sbatch_script(specs(2), 2, "j", "/o/j-%j.out", 60,
+                         SlurmOptions(qos="debug", constraint="a100"))
+    assert "#SBATCH --qos=debug" in text and "#SBATCH --constraint=a100" in text
+
+
 def test_dry_run_writes_checked_scripts(torch_env, tmp_path):
     proc = run_cli("run", "--framework", "torch", "--model", "googlenet", "--strategy",
                    "allreduce", "--nodes", "2", "--launcher", "slurm", "--dry-run",
@@ -57,6 +118,18 @@ def test_dry_run_writes_checked_scripts(torch_env, tmp_path):
     text = script.read_text()
     assert "#SBATCH --partition=debug" in text and "srun --nodes=2 --ntasks=2" in text
     assert not (tmp_path / "results").exists()
+    # the experiment file's [slurm] table, the command line over it
+    exp = tmp_path / "site.toml"
+    exp.write_text('name = "site"\n[defaults]\nframework = "torch"\nmodel = "googlenet"\n'
+                   'strategy = "allreduce"\nnodes = 2\nlauncher = "slurm"\n[slurm]\n'
+                   'partition = "big"\nqos = "long"\nsbatch_options = ["--exclusive"]\n')
+    proc = run_cli("run", "--experiment", str(exp), "--dry-run", str(tmp_path / "t"),
+                   "--qos", "short")
+    assert proc.returncode == 0, proc.stderr
+    (script,) = (tmp_path / "t").glob("*.sbatch")
+    lines = script.read_text().splitlines()
+    assert {"#SBATCH --partition=big", "#SBATCH --qos=short", "#SBATCH --exclusive"} <= set(
+        lines), lines
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +162,8 @@ COMMON = AUTO_THREADS + ("--threads", "1")
 
 def test_sbatch_two_node_runs_land_in_the_database(all_envs, slurm, tmp_path):
     db = str(tmp_path / "r.db")
-    runs = (("torch", "allreduce"), ("torch", "horovod"), ("jax", "allreduce"))
+    runs = (("torch", "allreduce"), ("torch", "horovod"), ("jax", "allreduce"),
+            ("tensorflow", "allreduce"))  # MultiWorkerMirrored: TF_CONFIG built per task
     for i, (fw, strategy) in enumerate(runs):
         # the first with threads left to dnnbench: sized to the compute nodes (1 CPU
         # each), not to this 2-core host, or Slurm refuses the job's --cpus-per-task
@@ -100,10 +174,90 @@ def test_sbatch_two_node_runs_land_in_the_database(all_envs, slurm, tmp_path):
     assert _rows(db) == [("ok", "", strategy, 2, 1) for _, strategy in runs]
     threads = [t for (t,) in sqlite3.connect(db).execute(
         "SELECT threads FROM runs ORDER BY started")]
-    assert threads == [1, 1, 1]
+    assert threads == [1] * len(runs)
     outs = list((tmp_path / "jobs").glob("*.out"))
     assert len(outs) == len(runs)
     assert all(":::DNNBENCH_SLURM_EXIT 0" in p.read_text() for p in outs)
+
+
+def _job_processes(job_id: str) -> list[int]:
+    """PIDs of processes on this machine (every local node) that belong to a Slurm job."""
+    mark = f"SLURM_JOB_ID={job_id}".encode()
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if mark in (d / "environ").read_bytes().split(b"\0"):
+                    found.append(int(d.name))
+            except OSError:
+                pass
+    return found
+
+
+def _job_id(jobs: Path) -> str:
+    (out,) = jobs.glob("*.out")
+    return out.stem.rsplit("-", 1)[1]
+
+
+def test_mxnet_parameter_servers_run_as_one_slurm_job(all_envs, slurm, tmp_path):
+    """Scheduler and 2 servers in a step of their own, the workers in theirs, on 2 nodes:
+    the run lands like a local one, and nothing of the job is left running."""
+    db = str(tmp_path / "r.db")
+    jobs = tmp_path / "jobs"
+    proc = run_cli("run", "--framework", "mxnet", "--strategy", "ps-sync", "--ps", "2",
+                   *COMMON, "--db", db, "--slurm-dir", str(jobs), env=slurm)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    row = sqlite3.connect(db).execute(
+        "SELECT status, strategy, nodes, ps, workers, n_trials, images_per_s > 0 "
+        "FROM runs").fetchone()
+    assert row == ("ok", "ps-sync", 2, 2, 2, 2, 1), row
+    text = next(jobs.glob("*.out")).read_text()
+    assert ":::DNNBENCH_SLURM_EXIT 0" in text
+    script = next(jobs.glob("*.sbatch")).read_text()
+    assert "DMLC_ROLE=scheduler" in script and script.count("DMLC_ROLE=server") == 2
+    assert _job_processes(_job_id(jobs)) == []
+    assert not list(jobs.glob("services-*.sh"))  # the job removed its role script
+
+
+def test_a_dead_parameter_server_ends_the_slurm_job(all_envs, slurm, tmp_path):
+    """Kill the scheduler mid-run: the services step fails, the workers are ended at once
+    (not at the timeout), the row says failed, and no process of the job is left."""
+    db = str(tmp_path / "r.db")
+    jobs = tmp_path / "jobs"
+    steps = COMMON.index("--steps") + 1
+    long_run = (*COMMON[:steps], "400", *COMMON[steps + 1:])
+    exe = os.path.join(os.path.dirname(os.sys.executable), "dnnbench")
+    t0 = time.monotonic()
+    run = subprocess.Popen([exe, "run", "--framework", "mxnet", "--strategy", "ps-sync",
+                            "--ps", "1", *long_run, "--timeout", "240", "--db", db,
+                            "--slurm-dir", str(jobs)], env={**os.environ, **slurm},
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           cwd=REPO)
+    try:
+        scheduler = None
+        while scheduler is None and time.monotonic() - t0 < 120:
+            time.sleep(1)
+            outs = list(jobs.glob("*.out"))
+            if outs and "trial" in outs[0].read_text():  # training has begun
+                for pid in _job_processes(_job_id(jobs)):
+                    try:
+                        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                    except OSError:
+                        continue
+                    if b"DMLC_ROLE=scheduler" in env and b"python" in Path(
+                            f"/proc/{pid}/cmdline").read_bytes():
+                        scheduler = pid
+        assert scheduler is not None, "the scheduler never started"
+        killed = time.monotonic()
+        os.kill(scheduler, signal.SIGKILL)
+        out, _ = run.communicate(timeout=200)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert time.monotonic() - killed < 90, "the job waited for its timeout"
+    (row,) = _rows(db)
+    assert row[0] == "failed", (row, out)
+    assert _job_processes(_job_id(jobs)) == []
 
 
 def test_inside_an_allocation_runs_a_job_step(all_envs, slurm, tmp_path):

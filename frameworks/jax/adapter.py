@@ -113,6 +113,29 @@ def cross_entropy(logits, labels):
         logits.astype("float32"), labels).mean()
 
 
+def matmul_probe(spec: RunSpec, n: int):
+    """One n x n matmul on this process's first local device: bfloat16 under AMP, else
+    float32 at JAX's default precision (which XLA runs as TF32 on GPUs that have it)."""
+    import jax
+    import jax.numpy as jnp
+
+    from frameworks.peak import MatmulProbe
+
+    device = jax.local_devices()[0]
+    dtype = jnp.bfloat16 if spec.precision == "amp" else jnp.float32
+    key_a, key_b = jax.random.split(jax.random.PRNGKey(0))
+    a = jax.device_put(jax.random.normal(key_a, (n, n), dtype), device)
+    b = jax.device_put(jax.random.normal(key_b, (n, n), dtype), device)
+    matmul = jax.jit(jnp.matmul)
+    gpu = device.platform in ("gpu", "cuda", "rocm")
+    name = getattr(device, "device_kind", "GPU") if gpu else "cpu"
+    mode = "tf32" if gpu and dtype == jnp.float32 and \
+        jax.config.jax_default_matmul_precision in (None, "default", "tensorfloat32") \
+        else jnp.dtype(dtype).name
+    return MatmulProbe(lambda: matmul(a, b), lambda out: out.block_until_ready(), name,
+                       mode, n)
+
+
 class JaxTrainer(FeedPhases):
     """SGD + momentum on one fixed synthetic batch resident on the device (or a Grain
     pipeline's batches with `data`)."""

@@ -40,6 +40,27 @@ def environment(spec: RunSpec) -> dict[str, Any]:
     return env
 
 
+def matmul_probe(spec: RunSpec, n: int):
+    """One n x n float32 matmul on the run's context (MXNet 1.9 trains fp32 only here)."""
+    import mxnet as mx
+
+    from frameworks.peak import MatmulProbe
+
+    gpu = spec.device == "cuda"
+    ctx = mx.gpu(int(os.environ.get("DNNBENCH_LOCAL_RANK", "0"))) if gpu else mx.cpu()
+    a = mx.nd.random.normal(shape=(n, n), ctx=ctx)
+    b = mx.nd.random.normal(shape=(n, n), ctx=ctx)
+    name = "cpu"
+    if gpu:  # MXNet does not name its GPUs; nvidia-smi does, for the same ordinal
+        import subprocess
+
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader",
+                              "-i", str(ctx.device_id)], capture_output=True, text=True)
+        name = out.stdout.strip() or "GPU"
+    return MatmulProbe(lambda: mx.nd.dot(a, b), lambda out: out.wait_to_read(), name,
+                       "float32", n)
+
+
 class MXNetTrainer(FeedPhases):
     """SGD + momentum on one fixed synthetic batch resident on the device."""
 

@@ -64,6 +64,39 @@ def environment(spec: RunSpec) -> dict[str, Any]:
     return env
 
 
+def matmul_probe(spec: RunSpec, n: int):
+    """One n x n matmul on the run's device: float16 under AMP on GPU (the mixed_float16
+    policy's compute type), else float32, which TensorFlow runs as TF32 on GPUs that have
+    it unless TF32 execution was turned off."""
+    import tensorflow as tf
+
+    from frameworks.peak import MatmulProbe
+
+    gpu = spec.device == "cuda"
+    dtype = tf.float16 if gpu and spec.precision == "amp" else tf.float32
+    device = "/GPU:0" if gpu else "/CPU:0"
+    with tf.device(device):
+        a = tf.random.normal((n, n), dtype=dtype)
+        b = tf.random.normal((n, n), dtype=dtype)
+    matmul = tf.function(lambda: tf.matmul(a, b))
+
+    def run():
+        with tf.device(device):
+            return matmul()
+
+    def wait(out) -> None:
+        out[0, 0].numpy()  # one element: waits for the kernel, copies 4 bytes
+
+    name = "cpu"
+    if gpu:
+        details = tf.config.experimental.get_device_details(
+            tf.config.list_physical_devices("GPU")[0])
+        name = details.get("device_name", "GPU")
+    tf32 = gpu and dtype == tf.float32 and \
+        tf.config.experimental.tensor_float_32_execution_enabled()
+    return MatmulProbe(run, wait, name, "tf32" if tf32 else dtype.name, n)
+
+
 class TensorFlowTrainer(FeedPhases):
     """SGD + momentum on one fixed synthetic batch resident on the device."""
 
@@ -92,6 +125,7 @@ class TensorFlowTrainer(FeedPhases):
         if spec.strategy == "allreduce":
             # TF_CONFIG (frameworks/tensorflow/plan.py) names the cluster; ring collectives
             # on CPU, NCCL on GPU. Must exist before the model's variables.
+            tf_config_from_task_addresses(rank)
             impl = tf.distribute.experimental.CommunicationImplementation
             self.strategy = tf.distribute.MultiWorkerMirroredStrategy(
                 communication_options=tf.distribute.experimental.CommunicationOptions(
@@ -335,6 +369,17 @@ class TensorFlowTrainer(FeedPhases):
             self.feed.close()
         if self.hvd is not None:
             self.hvd.shutdown()
+
+
+def tf_config_from_task_addresses(rank: int) -> None:
+    """Under Slurm every task shares one environment, so TF_CONFIG cannot be set per task
+    by the launcher: the batch script exports every worker's address in task order
+    (DNNBENCH_TASK_ADDRS, runners/slurm.py) and each worker builds its own from it."""
+    addrs = os.environ.get("DNNBENCH_TASK_ADDRS", "")
+    if addrs and "TF_CONFIG" not in os.environ:
+        from frameworks.tensorflow.plan import tf_config
+
+        os.environ["TF_CONFIG"] = tf_config(addrs.split(","), rank)
 
 
 def build_trainer(spec: RunSpec, rank: int = 0, world_size: int = 1) -> TensorFlowTrainer:

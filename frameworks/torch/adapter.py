@@ -61,6 +61,31 @@ def environment(spec: RunSpec) -> dict[str, Any]:
     return env
 
 
+def matmul_probe(spec: RunSpec, n: int):
+    """One n x n matmul on the run's device in the math mode its convolutions use: with
+    AMP float16 on CUDA (bfloat16 on CPU, as autocast does); in fp32 on CUDA TF32 exactly
+    when cuDNN's convolutions may use it (torch's default: yes; matmuls default to no, but a
+    CNN's FLOPs are convolutions)."""
+    from frameworks.peak import MatmulProbe
+
+    cuda = spec.device == "cuda"
+    dev = torch.device(f"cuda:{os.environ.get('DNNBENCH_LOCAL_RANK', '0')}" if cuda else "cpu")
+    dtype = (torch.float16 if cuda else torch.bfloat16) if spec.precision == "amp" \
+        else torch.float32
+    tf32 = cuda and dtype == torch.float32 and torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32  # the worker measures before training
+    a = torch.randn(n, n, device=dev, dtype=dtype)
+    b = torch.randn(n, n, device=dev, dtype=dtype)
+
+    def wait(_: Any) -> None:
+        if cuda:
+            torch.cuda.synchronize(dev)
+
+    name = torch.cuda.get_device_name(dev) if cuda else "cpu"
+    return MatmulProbe(lambda: a @ b, wait, name,
+                       "tf32" if tf32 else str(dtype).replace("torch.", ""), n)
+
+
 class TorchTrainer(FeedPhases):
     """SGD + momentum on one fixed synthetic batch resident on the device."""
 
