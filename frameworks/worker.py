@@ -13,6 +13,7 @@ import importlib
 import os
 import sys
 import time
+from collections.abc import Callable
 
 from frameworks import events, peak
 from frameworks.contract import RunSpec, SpecError, worker_threads
@@ -96,10 +97,11 @@ def run(spec: RunSpec) -> None:
         raise WorkerError(f"{spec.framework} built {spec.model} with {built:,} trainable "
                           f"parameters but the spec has {expected.params:,}: the networks "
                           "would not be comparable")
-    if peak.wanted(spec):
-        _device_peak(spec, adapter, rank)
+    # the device's peak is measured in this worker's first turn, before its warm-up: in an
+    # interleaved group the others are still starting up before then
+    first_turn = (lambda: _device_peak(spec, adapter, rank)) if peak.wanted(spec) else None
     try:
-        _measure(spec, trainer, rank, world)
+        _measure(spec, trainer, rank, world, first_turn)
         digest = trainer.state_digest()
     finally:
         trainer.close()  # loader processes exit first, so their peak memory is counted
@@ -107,7 +109,7 @@ def run(spec: RunSpec) -> None:
 
 
 def _device_peak(spec: RunSpec, adapter, rank: int) -> None:
-    """The device's dense-matmul peak, before warm-up (frameworks/peak.py). A probe that
+    """The device's dense-matmul peak (frameworks/peak.py). A probe that
     fails costs the run its MFU, never its result: the event then carries the reason."""
     try:
         result = peak.measure(adapter.matmul_probe(spec, peak.size(spec)))
@@ -148,7 +150,8 @@ def _measure_loader(spec: RunSpec, rank: int, world: int) -> None:
     events.emit(events.DONE, rank=rank, **peak_rss_bytes())
 
 
-def _trials(spec: RunSpec, trainer, rank: int, world: int, steps: int):
+def _trials(spec: RunSpec, trainer, rank: int, world: int, steps: int,
+            first_turn: Callable[[], None] | None = None):
     """The trial numbers this worker runs: as the harness grants them (interleaved with
     other configurations, frameworks/gate.py), else the spec's fixed count. Warm-up runs
     when the first trial is granted (by detection for a single worker); a worker that
@@ -158,6 +161,8 @@ def _trials(spec: RunSpec, trainer, rank: int, world: int, steps: int):
     trial = 0
     while gate.may_run(trial):
         if trial == 0:
+            if first_turn is not None:
+                first_turn()
             w = warm_up(trainer, steps, detect=world == 1)
             if spec.mode == "breakdown" and steps:
                 # the per-phase path is separate code (TensorFlow traces a function per
@@ -171,8 +176,9 @@ def _trials(spec: RunSpec, trainer, rank: int, world: int, steps: int):
         trial += 1
 
 
-def _measure(spec: RunSpec, trainer, rank: int, world: int = 1) -> None:
-    for trial in _trials(spec, trainer, rank, world, spec.warmup):
+def _measure(spec: RunSpec, trainer, rank: int, world: int = 1,
+             first_turn: Callable[[], None] | None = None) -> None:
+    for trial in _trials(spec, trainer, rank, world, spec.warmup, first_turn):
         started = time.time()
         if spec.mode == "breakdown":
             # A paired throughput trial in the same process, right before each breakdown

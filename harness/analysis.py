@@ -127,8 +127,8 @@ def peak_text(r: dict) -> str:
         sheet = r.get("datasheet_gflops")
         return (f"{r['device_gflops'] / 1e3:.1f} TFLOP/s {r.get('device_math') or ''} measured"
                 + (f" (datasheet {sheet / 1e3:.1f})" if sheet else " (no datasheet figure)"))
-    if r.get("mfu") is not None and r.get("machine_gflops"):
-        return f"{r['machine_gflops']:.0f} GFLOP/s fp32 GEMM (noise meter)"
+    if r.get("mfu") is not None and (r.get("peak_gflops") or r.get("machine_gflops")):
+        return f"{r.get('peak_gflops') or r['machine_gflops']:.0f} GFLOP/s fp32 GEMM (host peak)"
     return ""
 
 
@@ -162,8 +162,9 @@ def shootout(ok: list[dict], drifts: dict[str, repeat.Drift | None] | None = Non
              "target width (the interval reached +-target_width), budget (budget_s spent "
              "first) or fixed trials. Settling: first trial over the rest. MFU: training "
              "FLOPs per image (cost model: 3 x forward, 2 FLOPs per MAC) x images/s over the "
-             "peak in 'MFU against': on CPU the machine's fp32 GEMM peak measured by the "
-             "noise meter around the run; on GPUs the dense-matmul peak each worker measured "
+             "peak in 'MFU against': on CPU the host's fp32 GEMM peak (the best of the noise "
+             "meter's probes around the run and one GEMM with the BLAS free to pick its "
+             "kernels for this CPU); on GPUs the dense-matmul peak each worker measured "
              "on its own device in the run's math mode, x workers, with the vendor's "
              "datasheet figure next to it. Compile: "
              "seconds spent compiling the step before the first trial, never timed (JAX; "

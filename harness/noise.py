@@ -10,14 +10,21 @@ interleaved run's dozens does not make the whole run disturbed): a run whose rat
 DISTURBED was measured while something else took the machine, and the report says so.
 On GPU hosts and under Slurm the probe does not see the device the run used: there the
 worker measures its own device (frameworks/peak.py) and MFU is against that peak.
-The peak is NumPy's BLAS as this host runs it (OPENBLAS_CORETYPE, set
-on some machines, is left as it is): measured on a 2-core AVX-512 VM with it set to
-Haswell, 245 GFLOP/s against 213 for PyTorch's own matmul of the same size. On a host
-where it pins a much older kernel the peak would read low and MFU high.
+The noise probe is NumPy's BLAS as the harness process runs it, which is right for
+noise (the same probe every time) but can be far from the machine's peak: on this
+project's 2-core AVX-512 VM the environment sets OPENBLAS_CORETYPE=Haswell, which pins
+OpenBLAS to AVX2 kernels: 231-245 GFLOP/s, against 415 with OpenBLAS choosing its kernels
+for this CPU (and 413-485 for TensorFlow's and XLA's own matmuls, frameworks/peak.py).
+So MFU divides by `host_peak()`: the best of the run's probes and one NumPy GEMM per
+harness process in a child process with OPENBLAS_CORETYPE unset (`peak_gflops`).
 """
 
 from __future__ import annotations
 
+import functools
+import os
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 
@@ -53,6 +60,23 @@ def probe(seconds: float = 0.25) -> Probe:
     return Probe(2 * GEMM_N ** 3 / best_gemm / 1e9, 2 * COPY_BYTES / best_copy / 1e9)
 
 
+@functools.lru_cache(maxsize=1)
+def host_peak(seconds: float = 1.0) -> float:
+    """fp32 GEMM GFLOP/s with the BLAS free to pick its kernels for this CPU (a child
+    process without OPENBLAS_CORETYPE); 0.0 when it cannot be measured. Once per harness
+    process: the hardware does not change between runs."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    code = ("from harness.noise import probe\n"
+            f"print(max(probe({seconds / 2}).gemm_gflops for _ in range(2)))")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        out = subprocess.run([sys.executable, "-c", code], env=env, cwd=root,
+                             capture_output=True, text=True, timeout=60)
+        return float(out.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+        return 0.0
+
+
 def _best(fn, seconds: float) -> float:
     """Shortest time of one call, calling for about `seconds` (at least 3 times)."""
     best, calls = float("inf"), 0
@@ -68,8 +92,10 @@ def _best(fn, seconds: float) -> float:
 class Meter:
     """The probes of one sweep: `around(before, after)` gives a run's columns."""
 
-    def __init__(self) -> None:
+    def __init__(self, host_peak_gflops: float | None = None) -> None:
         self.best = 0.0
+        #: None: measured when first needed (host_peak); tests pin it
+        self.host_peak_gflops = host_peak_gflops
 
     def measure(self, seconds: float = 0.25) -> Probe:
         p = probe(seconds)
@@ -80,9 +106,12 @@ class Meter:
                 ) -> dict[str, float | None]:
         """A run's columns from the probes taken around its trials (before and after a
         sequential run; between the rounds of an interleaved group)."""
-        peak = max(p.gemm_gflops for p in probes)
+        probed = max(p.gemm_gflops for p in probes)
+        if self.host_peak_gflops is None:
+            self.host_peak_gflops = host_peak()
+        peak = max(probed, self.host_peak_gflops)
         out: dict[str, float | None] = {
-            "machine_gflops": peak,
+            "machine_gflops": probed, "peak_gflops": peak,
             "machine_copy_gbs": max(p.copy_gbs for p in probes),
             "noise_ratio": median([p.gemm_gflops for p in probes]) / self.best}
         # loader mode trains nothing: its images/s carry no FLOPs

@@ -95,11 +95,14 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
     ("machine_gflops", "REAL", "GFLOP/s", "the noise meter's fp32 GEMM on every core of "
      "the harness host, best of the probes around the run's trials (harness/noise.py)"),
     ("machine_copy_gbs", "REAL", "GB/s", "the noise meter's memory copy bandwidth"),
+    ("peak_gflops", "REAL", "GFLOP/s", "the host's fp32 dense-matmul peak that a CPU run's "
+     "mfu divides by: the best of machine_gflops and a NumPy GEMM with OpenBLAS free to "
+     "pick its kernels for this CPU (harness/noise.py host_peak)"),
     ("noise_ratio", "REAL", "", "the median probe around the run's trials over the sweep's "
      "best: below 0.85 the machine was measurably disturbed"),
     ("mfu", "REAL", "", "model FLOPs utilisation: forward+backward FLOPs per image (cost "
      "model) x images/s over the peak of the devices that ran it: workers x device_gflops "
-     "on GPUs, machine_gflops for CPU runs on this host"),
+     "on GPUs, peak_gflops for CPU runs on this host"),
     ("device_gflops", "REAL", "GFLOP/s", "dense-matmul peak of one of the run's devices in "
      "its math mode, measured by the worker before warm-up (median over ranks; "
      "frameworks/peak.py): GPU runs, and CPU runs with DNNBENCH_DEVICE_PEAK=1"),

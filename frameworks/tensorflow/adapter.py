@@ -78,11 +78,13 @@ def matmul_probe(spec: RunSpec, n: int):
     with tf.device(device):
         a = tf.random.normal((n, n), dtype=dtype)
         b = tf.random.normal((n, n), dtype=dtype)
-    matmul = tf.function(lambda: tf.matmul(a, b))
+    # the matrices are arguments, not captured constants: Grappler would fold a matmul of
+    # two constants once, and every later call would return the cached result
+    matmul = tf.function(lambda x, y: tf.matmul(x, y))
 
     def run():
         with tf.device(device):
-            return matmul()
+            return matmul(a, b)
 
     def wait(out) -> None:
         out[0, 0].numpy()  # one element: waits for the kernel, copies 4 bytes

@@ -128,9 +128,10 @@ def compute_from_mfu(store: Store, framework: str, model: str, batch: int, image
             f"{store.path}; run: dnnbench run --framework {framework} --model {model} "
             f"--db {store.path}")
     r = rows[-1]
+    peak = r.get("peak_gflops") or r["machine_gflops"]  # what its mfu divided by
     flops = 3 * 2 * cost(model, image_size, num_classes).macs * batch
-    t = flops / (r["machine_gflops"] * 1e9 * r["mfu"])
+    t = flops / (peak * 1e9 * r["mfu"])
     return Compute(t / 3, 2 * t / 3, 0.0, source=(
-        f"FLOPs at the MFU measured here: {r['mfu']:.1%} of {r['machine_gflops']:.0f} GFLOP/s "
+        f"FLOPs at the MFU measured here: {r['mfu']:.1%} of {peak:.0f} GFLOP/s "
         f"(run {r['run_id']}, batch {r['batch_size']} at {r['image_size']} px); split 1/3 "
         "forward, 2/3 backward assumed"))
