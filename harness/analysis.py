@@ -156,7 +156,7 @@ def shootout(ok: list[dict], drifts: dict[str, repeat.Drift | None] | None = Non
              "configurations took turns trial by trial): it covers the minutes the sweep "
              "took. Repeat: that interval widened by how far this host moves between sweeps "
              "(harness/repeat.py: estimated from earlier sweeps in the host history, never "
-             "from this one; '-' until the host has two sweeps of some configuration): what "
+             "from this one; '-' until the host has two other sweeps of some configuration): what "
              "measuring again another day would give; compare absolute numbers across "
              "sweeps with it. No interval ('-'): fewer than 6 trials. Sampling stopped by: "
              "target width (the interval reached +-target_width), budget (budget_s spent "

@@ -696,7 +696,8 @@ def cmd_history(args: argparse.Namespace) -> int:
             mark = " (this host)" if host == here else ""
             print(f"{host}{mark}: {sweeps} sweeps; " + (
                 drift.text() if drift else "no configuration measured in two sweeps yet: "
-                "repeat intervals need a second sweep of the same configurations"))
+                "a run's repeat interval needs two sweeps of the same configurations "
+                "besides its own"))
     return 0
 
 

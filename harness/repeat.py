@@ -17,8 +17,9 @@ and the between-sweep variance is estimated from it, in log time per iteration:
     repeat interval = log t +- 1.96 sqrt(within SE^2 + between)
 
 The sweep being judged is left out of the estimate (an interval never widens by its own
-repeat), and `compare` leaves out both sides. A host with fewer than two sweeps of any
-configuration has no estimate: its intervals stay the within-sweep ones and say so.
+repeat), and `compare` leaves out both sides. So a run's repeat interval needs two other
+sweeps of some configuration on its host (the third sweep is the first to get one); until
+then its intervals stay the within-sweep ones and say so.
 """
 
 from __future__ import annotations

@@ -158,9 +158,10 @@ def repeat_text(drifts: dict[str, repeat.Drift | None]) -> str:
     if not drifts:
         return ""
     if not known:
-        return ("Repeat intervals: not yet known for this host (its history has no other "
-                "sweep of these configurations); the intervals shown cover only the minutes "
-                "this sweep took. Run the experiment again to calibrate them.")
+        return ("Repeat intervals: not yet known for this host (its history holds fewer "
+                "than two other sweeps of these configurations); the intervals shown cover "
+                "only the minutes this sweep took. Run the experiment again (twice) to "
+                "calibrate them.")
     return "Repeat intervals include the " + "; ".join(d.text() for d in known) + "."
 
 

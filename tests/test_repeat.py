@@ -164,3 +164,13 @@ def test_a_history_that_cannot_be_written_costs_no_result(tmp_path):
     repeat.record_sweep([_row(SPECS[0], "x", 0.1)], "s", bad)
     with pytest.raises(sqlite3.DatabaseError):
         repeat.History(bad)
+
+
+def test_the_report_says_what_its_intervals_cover():
+    from reports.render import repeat_text
+
+    assert repeat_text({}) == ""  # no runs
+    assert "not yet known for this host" in repeat_text({"h": None})
+    text = repeat_text({"h": repeat.Drift("h", 0.0036, 5, 18, 72)})
+    assert text.startswith("Repeat intervals include the between-sweep drift") and \
+        "sd 6.2%" in text and "over 5 sweeps" in text
