@@ -368,13 +368,6 @@ LAUNCH_RULES: tuple[Rule, ...] = (
          "launcher = 'horovodrun' starts Horovod jobs only, not strategy {strategy!r}; use "
          "local or mpirun", False,
          {"strategy": "allreduce", "devices_per_node": 2, "launcher": "horovodrun"}),
-    Rule(lambda s: (s.resolved_launcher == "slurm" and s.strategy in PS_STRATEGIES
-                    and s.framework == "tensorflow"),
-         "launcher = 'slurm' does not build TensorFlow's TF_CONFIG per task yet (its "
-         "parameter-server roles need every task's address); MXNet's parameter servers "
-         "run under Slurm; use the local launcher for TensorFlow's", True,
-         {"framework": "tensorflow", "strategy": "ps-async", "ps": 1, "nodes": 2,
-          "launcher": "slurm"}),
     Rule(lambda s: s.resolved_launcher == "mpirun" and s.strategy in PS_STRATEGIES,
          "launcher = 'mpirun' runs one program on every rank, but a parameter server job "
          "has scheduler, server and worker roles; use local", False,

@@ -124,7 +124,7 @@ def check_fits(specs: list[ProcessSpec], nodes: int, partition: str = "") -> Non
     if nodes > len(cpus):
         raise SlurmError(f"the run needs nodes = {nodes}, but {where} has {len(cpus)} "
                          f"node(s) (sinfo); use nodes <= {len(cpus)} or another partition")
-    workers, _ = split_roles(specs)
+    workers = computing(specs)
     per_node = -(-len(workers) // nodes)
     threads = int(workers[0].env.get("DNNBENCH_THREADS", "1"))
     fitting = sorted(cpus, reverse=True)[nodes - 1]  # CPUs of the nodes-th largest node
@@ -138,10 +138,21 @@ def check_fits(specs: list[ProcessSpec], nodes: int, partition: str = "") -> Non
             "unset: dnnbench sizes them to the nodes), or fewer devices_per_node")
 
 
+#: roles whose end is the job's end (the timed loop runs there)
+MAIN_ROLES = ("worker", "chief")
+
+
 def split_roles(specs: list[ProcessSpec]) -> tuple[list[ProcessSpec], list[ProcessSpec]]:
-    """(workers, the other roles: a parameter-server job's scheduler and servers)."""
-    return ([s for s in specs if s.role == "worker"],
-            [s for s in specs if s.role != "worker"])
+    """(the main tasks: workers, or TensorFlow's chief; the services: MXNet's scheduler and
+    servers, TensorFlow's ps tasks and the workers that serve its chief)."""
+    main = [s for s in specs if s.role in MAIN_ROLES and not s.service]
+    return main, [s for s in specs if s not in main]
+
+
+def computing(specs: list[ProcessSpec]) -> list[ProcessSpec]:
+    """The tasks that do the training's compute, which size the allocation: the workers
+    (a TensorFlow parameter-server job's workers serve its chief, but they compute)."""
+    return [s for s in specs if s.role == "worker"] or split_roles(specs)[0]
 
 
 def srun_line(specs: list[ProcessSpec], nodes: int, mpi: str = "",
@@ -192,14 +203,66 @@ def _task_addresses(workers: list[ProcessSpec], nodes: int, per_node: int) -> li
     ]
 
 
-def services_script(services: list[ProcessSpec]) -> str:
+#: bash: replace each @N<k>@ in $1 by node k's IP address (DNNBENCH_N<k>, set by the
+#: batch script): a task's TF_CONFIG names every task's node, known only once allocated
+FILL = ('dnnbench_fill() { local t="$1" k=0 v; while v="DNNBENCH_N$k"; [ -n "${!v-}" ]; do '
+        't="${t//@N$k@/${!v}}"; k=$((k + 1)); done; printf "%s" "$t"; }')
+
+
+def _node_addresses(nodes: int) -> list[str]:
+    """DNNBENCH_N0..: the IP address of every node of the job, in Slurm's order."""
+    return [
+        "k=0",
+        f'for n in $(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n {nodes}); do',
+        '  a=$(scontrol show node "$n" | tr " " "\\n" | sed -n \'s/^NodeAddr=//p\' | head -n 1)',
+        '  ip=$(getent ahostsv4 "${a:-$n}" | awk \'NR == 1 {print $1}\')',
+        '  export "DNNBENCH_N$k=${ip:-${a:-$n}}"; k=$((k + 1))',
+        "done",
+        FILL,
+    ]
+
+
+def cluster_templates(main: list[ProcessSpec], services: list[ProcessSpec], nodes: int
+                      ) -> dict[int, str]:
+    """TensorFlow's parameter-server cluster under Slurm: each spec's TF_CONFIG (by its
+    index in main + services) with every address's host replaced by @N<k>@, the node the
+    task will run on: the chief on the first node, service j on node j mod (service
+    nodes), as `--distribution=cyclic` places them. Ports stay the plan's."""
+    import json
+
+    svc_nodes = min(nodes, len(services))
+    node_of = {}
+    for i, spec in enumerate(main + services):
+        task = json.loads(spec.env["TF_CONFIG"])["task"]
+        node = 0 if i < len(main) else (i - len(main)) % svc_nodes
+        node_of[(task["type"], task["index"])] = node
+    cluster = json.loads(main[0].env["TF_CONFIG"])["cluster"]
+    template = {job: [f"@N{node_of[(job, k)]}@:{addr.rsplit(':', 1)[1]}"
+                      for k, addr in enumerate(addrs)] for job, addrs in cluster.items()}
+    out = {}
+    for i, spec in enumerate(main + services):
+        task = json.loads(spec.env["TF_CONFIG"])["task"]
+        out[i] = json.dumps({"cluster": template, "task": task})
+    return out
+
+
+def _value(key: str, value: str, template: str | None) -> str:
+    if key in ROOT_KEYS:
+        return f"{key}=\"$DNNBENCH_ROOT_IP\""
+    if key == "TF_CONFIG" and template is not None:
+        return f"{key}=\"$(dnnbench_fill {shlex.quote(template)})\""
+    return f"{key}={shlex.quote(value)}"
+
+
+def services_script(services: list[ProcessSpec], templates: dict[int, str] | None = None
+                    ) -> str:
     """A bash `case` over SLURM_PROCID: task i exports service i's variables and runs it.
-    Task 0 is the first role of the plan (the scheduler), on the first node."""
-    lines = ["#!/bin/bash", 'case "$SLURM_PROCID" in']
+    Task 0 is the first role of the plan (the scheduler), on the first node. `templates`
+    (service index -> TF_CONFIG with @N<k>@ hosts) are filled with the nodes' addresses."""
+    templates = templates or {}
+    lines = ["#!/bin/bash", FILL, 'case "$SLURM_PROCID" in']
     for i, svc in enumerate(services):
-        exports = " ".join(
-            f"{k}=\"$DNNBENCH_ROOT_IP\"" if k in ROOT_KEYS else f"{k}={shlex.quote(v)}"
-            for k, v in sorted(svc.env.items()))
+        exports = " ".join(_value(k, v, templates.get(i)) for k, v in sorted(svc.env.items()))
         lines.append(f"  {i}) export {exports}; exec "
                      + " ".join(shlex.quote(a) for a in svc.argv) + " ;;")
     lines += ['  *) echo "no service for task $SLURM_PROCID" >&2; exit 1 ;;', "esac"]
@@ -207,7 +270,8 @@ def services_script(services: list[ProcessSpec]) -> str:
 
 
 def _services_lines(services: list[ProcessSpec], workers: list[ProcessSpec], nodes: int,
-                    output: str, mpi: str) -> list[str]:
+                    output: str, mpi: str, templates: dict[int, str] | None = None
+                    ) -> list[str]:
     """Two job steps: the services (one task per role, spread over the nodes from the
     first, sharing the workers' CPUs: they mostly wait) and the workers as in every job.
     The job ends with the workers: services still running then are stopped (ps-lite's
@@ -218,12 +282,13 @@ def _services_lines(services: list[ProcessSpec], workers: list[ProcessSpec], nod
     return [
         f'svc_file="{svc_file}"',
         "cat > \"$svc_file\" <<'DNNBENCH_SERVICES'",
-        services_script(services).rstrip("\n"),
+        services_script(services, templates).rstrip("\n"),
         "DNNBENCH_SERVICES",
         f"srun --nodes={svc_nodes} --ntasks={len(services)} --distribution=cyclic "
         "--overlap --overcommit --kill-on-bad-exit=1 --export=ALL bash \"$svc_file\" &",
         "svc=$!",
-        " ".join(shlex.quote(a) for a in srun_line(workers, nodes, mpi, overlap=True)) + " &",
+        " ".join(shlex.quote(a) for a in srun_line(workers, min(nodes, len(workers)), mpi,
+                                                   overlap=True)) + " &",
         "wrk=$!",
         "rc=",
         'while kill -0 "$wrk" 2>/dev/null; do',
@@ -239,9 +304,11 @@ def _services_lines(services: list[ProcessSpec], workers: list[ProcessSpec], nod
         "done",
         'wait "$wrk"; wrc=$?',
         'rc=${rc:-$wrc}',
-        '# services end when the workers are done; any still running after 30 s are stopped',
+        "# services that end by themselves (ps-lite's) get 30 s; servers that serve until "
+        "stopped (TensorFlow's) are stopped now",
         'if [ -n "$svc" ]; then',
-        '  for _ in $(seq 30); do kill -0 "$svc" 2>/dev/null || break; sleep 1; done',
+        f'  for _ in $(seq {0 if all(s.service for s in services) else 30}); do '
+        'kill -0 "$svc" 2>/dev/null || break; sleep 1; done',
         '  kill "$svc" 2>/dev/null; wait "$svc" 2>/dev/null',
         "fi",
         'rm -f "$svc_file"',
@@ -269,8 +336,9 @@ def sbatch_script(specs: list[ProcessSpec], nodes: int, job_name: str, output: s
     if not workers or any(s.argv != workers[0].argv for s in workers):
         raise SlurmError("a Slurm job step runs one program on every worker task; this "
                          "plan's workers run several")
-    per_node = -(-len(workers) // nodes)
-    threads = workers[0].env.get("DNNBENCH_THREADS", "1")
+    sizing = computing(specs)
+    per_node = -(-len(sizing) // nodes)
+    threads = sizing[0].env.get("DNNBENCH_THREADS", "1")
     lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --nodes={nodes}",
              f"#SBATCH --ntasks-per-node={per_node}", f"#SBATCH --cpus-per-task={threads}",
              f"#SBATCH --time={time_limit(time_s)}", f"#SBATCH --output={output}"]
@@ -286,21 +354,33 @@ def sbatch_script(specs: list[ProcessSpec], nodes: int, job_name: str, output: s
         lines.append(f"#SBATCH --gpus-per-node={o.gpus_per_node}")
     lines += [f"#SBATCH {x}" for x in o.extra]
     lines += ["# generated by dnnbench (runners/slurm.py): one task per worker"
-              + (", and one per scheduler/server in a step of their own" if services else ""),
+              + (", and one per service (scheduler, server, ps, serving worker) in a step "
+                 "of their own" if services else ""),
               "set -u"]
     env = {k: v for k, v in workers[0].env.items() if k not in PER_RANK}
     lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())
               if k not in ROOT_KEYS]
+    # a cluster of roles with addresses (TensorFlow's parameter servers): every task's
+    # TF_CONFIG names every task's node
+    tf_cluster = bool(services) and all("TF_CONFIG" in sp.env for sp in specs)
+    templates = cluster_templates(workers, services, nodes) if tf_cluster else {}
+    if tf_cluster and len(workers) != 1:
+        raise SlurmError("a TensorFlow parameter-server job has one chief; this plan has "
+                         f"{len(workers)}")
     lines += ["# rendezvous on the first node, at the address Slurm knows it by",
               f"export MASTER_ADDR=$({FIRST_NODE_ADDR})"]
     if ROOT_KEYS & {k for sp in specs for k in sp.env}:
         lines.append(f"export DNNBENCH_ROOT_IP=$({ROOT_IP})")
     lines += [f'export {k}="$DNNBENCH_ROOT_IP"' for k in sorted(ROOT_KEYS & set(env))]
-    if "TF_CONFIG" in workers[0].env:
+    if tf_cluster:
+        lines += _node_addresses(nodes)
+        lines.append(f'export TF_CONFIG="$(dnnbench_fill {shlex.quote(templates[0])})"')
+    elif "TF_CONFIG" in workers[0].env:
         lines += _task_addresses(workers, nodes, per_node)
     mpi = o.mpi if horovod else ""
     if services:
-        lines += _services_lines(services, workers, nodes, output, mpi)
+        lines += _services_lines(services, workers, nodes, output, mpi,
+                                 {i - 1: t for i, t in templates.items() if i})
     else:
         lines += [" ".join(shlex.quote(a) for a in srun_line(workers, nodes, mpi)), "rc=$?"]
     lines += [f'echo "{EXIT_MARK}$rc"', "exit $rc"]
@@ -324,6 +404,13 @@ def _squeue_state(job_id: str) -> tuple[str, str]:
     return state, reason.strip()
 
 
+def _job_role(specs: list[ProcessSpec], default: str = "srun") -> str:
+    """The role the whole job reports as: "chief" when a chief runs the timed loop and
+    reports for every worker (TensorFlow's parameter-server jobs; harness/collect.py counts
+    its reporters by it), else the launcher's own name."""
+    return "chief" if any(s.role == "chief" for s in split_roles(specs)[0]) else default
+
+
 def launch(specs: list[ProcessSpec], timeout: float, on_line: LineCallback | None = None,
            on_start: StartCallback | None = None, options: SlurmOptions | None = None,
            nodes: int = 1, horovod: bool = False, job_name: str = "dnnbench") -> JobResult:
@@ -336,7 +423,7 @@ def launch(specs: list[ProcessSpec], timeout: float, on_line: LineCallback | Non
         workdir.mkdir(parents=True, exist_ok=True)
         body = sbatch_script(specs, nodes, job_name, str(workdir / f"{job_name}.out"),
                              timeout, o, horovod)
-        step = ProcessSpec("srun", 0, ("bash", "-c", body), {}, cwd=specs[0].cwd)
+        step = ProcessSpec(_job_role(specs), 0, ("bash", "-c", body), {}, cwd=specs[0].cwd)
         return run_job([step], timeout, on_line=on_line, on_start=on_start)
     if os.environ.get("SLURM_JOB_ID"):  # inside an allocation: a job step of it
         env = {k: v for k, v in specs[0].env.items() if k not in PER_RANK}
@@ -410,6 +497,7 @@ def launch(specs: list[ProcessSpec], timeout: float, on_line: LineCallback | Non
                          "cancelled")
     codes = [int(ln[len(EXIT_MARK):]) for ln in lines if ln.startswith(EXIT_MARK)]
     code = codes[-1] if codes else (None if timed_out else 1)
-    proc = ProcessResult(ProcessSpec("slurm", 0, ("sbatch", str(script)), {}), code, lines)
+    role = _job_role(specs, "slurm")
+    proc = ProcessResult(ProcessSpec(role, 0, ("sbatch", str(script)), {}), code, lines)
     return JobResult([proc], time.monotonic() - start, timed_out=timed_out,
-                     interrupted=interrupted, failed_tag="slurm0" if code not in (0,) else None)
+                     interrupted=interrupted, failed_tag=f"{role}0" if code not in (0,) else None)

@@ -85,6 +85,44 @@ def test_parameter_server_roles_get_their_own_step_and_variables(tmp_path):
     assert out.returncode == 1 and "no service for task 2" in out.stderr
 
 
+def test_tensorflow_ps_tasks_learn_every_tasks_node_address(tmp_path):
+    """TensorFlow's parameter-server cluster under Slurm: the chief in the main step on the
+    first node, serving workers and ps in the services step, cyclic over the nodes; each
+    task's TF_CONFIG names every task at the node it will run on (run here with bash)."""
+    import json
+
+    from runners.slurm import cluster_templates, services_script
+
+    cluster = {"chief": ["127.0.0.1:5000"], "worker": ["127.0.0.1:5001", "127.0.0.1:5002"],
+               "ps": ["127.0.0.1:5003"]}
+
+    def spec(role, job, i, service):
+        conf = json.dumps({"cluster": cluster, "task": {"type": job, "index": i}})
+        return ProcessSpec(role, i, ("/usr/bin/env",), {"TF_CONFIG": conf}, service=service)
+
+    main = [spec("chief", "chief", 0, False)]
+    services = [spec("worker", "worker", 0, True), spec("worker", "worker", 1, True),
+                spec("ps", "ps", 0, True)]
+    text = sbatch_script(main + services, 2, "tfps", "/out/tfps-%j.out", 600)
+    path = tmp_path / "tfps.sbatch"
+    path.write_text(text)
+    assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
+    assert "srun --nodes=1 --ntasks=1" in text  # the chief alone in the main step
+    templates = cluster_templates(main, services, 2)
+    script = tmp_path / "services.sh"
+    script.write_text(services_script(services, {i - 1: t for i, t in templates.items() if i}))
+    nodes = {"DNNBENCH_N0": "10.0.0.1", "DNNBENCH_N1": "10.0.0.2"}
+    want = {"chief": ["10.0.0.1:5000"], "worker": ["10.0.0.1:5001", "10.0.0.2:5002"],
+            "ps": ["10.0.0.1:5003"]}  # cyclic: worker 0, worker 1, ps 0 on nodes 0, 1, 0
+    for task, (job, index) in enumerate((("worker", 0), ("worker", 1), ("ps", 0))):
+        out = subprocess.run(["bash", str(script)], capture_output=True, text=True,
+                             env={"SLURM_PROCID": str(task), "PATH": os.environ["PATH"],
+                                  **nodes})
+        env = dict(ln.split("=", 1) for ln in out.stdout.splitlines() if "=" in ln)
+        conf = json.loads(env["TF_CONFIG"])
+        assert conf == {"cluster": want, "task": {"type": job, "index": index}}, conf
+
+
 def test_site_settings_come_from_the_experiment_file(tmp_path):
     """[slurm] in the experiment file: checked like the flags (one line, names the key)."""
     from harness.experiment import ExperimentError, from_dict
@@ -217,6 +255,21 @@ def test_mxnet_parameter_servers_run_as_one_slurm_job(all_envs, slurm, tmp_path)
     assert "DMLC_ROLE=scheduler" in script and script.count("DMLC_ROLE=server") == 2
     assert _job_processes(_job_id(jobs)) == []
     assert not list(jobs.glob("services-*.sh"))  # the job removed its role script
+
+
+def test_tensorflow_parameter_servers_run_as_one_slurm_job(all_envs, slurm, tmp_path):
+    """ParameterServerStrategy (the Cori study's setup): the chief alone in the main step,
+    the serving workers and the ps in the services step, stopped when the chief is done."""
+    db = str(tmp_path / "r.db")
+    jobs = tmp_path / "jobs"
+    proc = run_cli("run", "--framework", "tensorflow", "--strategy", "ps-async", "--ps", "1",
+                   *COMMON, "--db", db, "--slurm-dir", str(jobs), env=slurm)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    row = sqlite3.connect(db).execute(
+        "SELECT status, strategy, nodes, ps, workers, images_per_s > 0 FROM runs").fetchone()
+    assert row == ("ok", "ps-async", 2, 1, 2, 1), row
+    assert ":::DNNBENCH_SLURM_EXIT 0" in next(jobs.glob("*.out")).read_text()
+    assert _job_processes(_job_id(jobs)) == []
 
 
 def test_a_dead_parameter_server_ends_the_slurm_job(all_envs, slurm, tmp_path):
