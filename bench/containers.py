@@ -23,7 +23,7 @@ from bench.measure import parser, t_iter  # noqa: E402
 from frameworks.contract import RunSpec, validate  # noqa: E402
 from frameworks.plan import PlanContext, plan  # noqa: E402
 from harness import envs, images  # noqa: E402
-from harness.sweep import worker_source_root  # noqa: E402
+from harness.jobs import worker_source_root  # noqa: E402
 from runners import container  # noqa: E402
 
 TARGET = 0.05

@@ -7,14 +7,13 @@ from __future__ import annotations
 import argparse
 
 from frameworks.contract import RunSpec
-from harness import collect
-from runners import launch
+from harness import collect, jobs
 from runners.spec import ProcessSpec
 
 
 def t_iter(spec: RunSpec, procs: list[ProcessSpec], launcher: str, what: str,
            **options) -> float:
-    job = launch(launcher, procs, spec.timeout_s, **options)
+    job = jobs.run(jobs.Job(procs, launcher, options), spec.timeout_s)
     row = collect.record(spec, "bench", "b", job, {}).row
     if row["status"] != "ok":
         raise SystemExit(f"{what}: {row['reason']}\n{row.get('output_tail')}")

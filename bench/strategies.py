@@ -19,7 +19,7 @@ from bench.measure import parser, t_iter  # noqa: E402
 from frameworks.contract import PS_STRATEGIES, SUPPORT, RunSpec, validate  # noqa: E402
 from frameworks.plan import PlanContext, plan  # noqa: E402
 from harness import envs  # noqa: E402
-from harness.sweep import worker_source_root  # noqa: E402
+from harness.jobs import worker_source_root  # noqa: E402
 
 #: every registered framework's distributed strategies (2 servers for a PS strategy); the
 #: first of each framework is its reference

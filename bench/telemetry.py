@@ -24,10 +24,9 @@ sys.path.insert(0, str(REPO))
 from frameworks import events  # noqa: E402
 from frameworks.contract import RunSpec  # noqa: E402
 from frameworks.plan import PlanContext, plan  # noqa: E402
-from harness import envs  # noqa: E402
-from harness.sweep import worker_source_root  # noqa: E402
+from harness import envs, jobs  # noqa: E402
+from harness.jobs import worker_source_root  # noqa: E402
 from harness.telemetry import Sampler  # noqa: E402
-from runners import local  # noqa: E402
 
 
 def on_for(trial: int) -> bool:
@@ -64,8 +63,8 @@ def measure(framework: str, model: str, image_size: int, batch: int, steps: int,
             state["walls"][ev["trial"]] = ev["wall"] / len(ev["iter_times"])
             switch(ev["trial"] + 1)
 
-    job = local.launch(procs, spec.timeout_s, on_line=on_line,
-                       on_start=lambda tag, pid: state.__setitem__("pid", pid))
+    job = jobs.run(jobs.Job(procs, "local"), spec.timeout_s, on_line=on_line,
+                   on_start=lambda tag, pid: state.__setitem__("pid", pid))
     if state["sampler"] is not None:
         state["sampler"].stop()
     if not job.ok:

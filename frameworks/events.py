@@ -29,8 +29,9 @@ COMM = "comm"  # commbench: one message size's timings and correctness
 DATA = "data"  # the input pipeline: dataset, this worker's shard, skipped files
 WARMUP = "warmup"  # untimed steps before the first trial, and whether they settled
 PEAK = "peak"  # the dense-matmul peak of this worker's device (frameworks/peak.py)
+TELEMETRY = "telemetry"  # the worker's own CPU/memory samples (frameworks/selfsample.py)
 
-KINDS = (ENVIRONMENT, MODEL, TRIAL, LOSS, ERROR, DONE, COMM, DATA, WARMUP, PEAK)
+KINDS = (ENVIRONMENT, MODEL, TRIAL, LOSS, ERROR, DONE, COMM, DATA, WARMUP, PEAK, TELEMETRY)
 
 
 def emit(kind: str, stream: TextIO | None = None, **payload: Any) -> None:

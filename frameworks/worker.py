@@ -19,6 +19,7 @@ from frameworks import events, peak
 from frameworks.contract import RunSpec, SpecError, worker_threads
 from frameworks.datasets import DatasetError
 from frameworks.gate import Gate
+from frameworks.selfsample import SelfSampler
 from frameworks.timing import FeedOnly, run_trial, warm_up
 
 #: Loader mode times at least this many batches per trial (see _measure_loader).
@@ -72,15 +73,53 @@ def _placement() -> dict:
     return {"cores": sorted(os.sched_getaffinity(0)), "cgroup": group}
 
 
+def allocated_threads(spec: RunSpec) -> None:
+    """Inside a Slurm job, threads left to dnnbench follow the allocation
+    (SLURM_CPUS_PER_TASK) rather than the plan's guess from `sinfo`: a site's defaults
+    or an sbatch option may have changed it. Before any framework reads them."""
+    cpus = os.environ.get("SLURM_CPUS_PER_TASK", "")
+    if not spec.threads and os.environ.get("SLURM_JOB_ID") and cpus.isdigit() \
+            and int(cpus) > 0:
+        for key in ("DNNBENCH_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[key] = cpus
+
+
+def node_facts() -> dict:
+    """The machine this worker runs on, for the manifest of every node (not only the
+    harness's host): name, CPU model, cores, memory, and its Slurm node when there."""
+    import platform
+
+    facts: dict = {"node": platform.node(), "node_cpus": os.cpu_count()}
+    try:
+        with open("/proc/cpuinfo") as fh:
+            facts["cpu_model"] = next((ln.split(":", 1)[1].strip() for ln in fh
+                                       if ln.startswith("model name")), "")
+        with open("/proc/meminfo") as fh:
+            facts["node_mem_gib"] = round(int(fh.readline().split()[1]) / 2**20, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    for key in ("SLURMD_NODENAME", "SLURM_JOB_ID", "SLURM_NODEID", "SLURM_CPUS_PER_TASK"):
+        if os.environ.get(key):
+            facts[key.lower()] = os.environ[key]
+    return facts
+
+
+def _done(rank: int, sampler: SelfSampler | None, **payload) -> None:
+    if sampler is not None:
+        events.emit(events.TELEMETRY, rank=rank, **sampler.result())
+    events.emit(events.DONE, rank=rank, **payload)
+
+
 def run(spec: RunSpec) -> None:
     from models.cost import cost
 
     rank, world = _rank()
+    sampler = SelfSampler.from_env()
     adapter = importlib.import_module(f"frameworks.{spec.framework}.adapter")
     events.emit(events.ENVIRONMENT, rank=rank, executable=sys.executable,
-                **_placement(), **adapter.environment(spec))
+                **_placement(), **node_facts(), **adapter.environment(spec))
     if spec.mode == "loader":
-        _measure_loader(spec, rank, world)
+        _measure_loader(spec, rank, world, sampler)
         return
     trainer = adapter.build_trainer(spec, rank=rank, world_size=world)
     feed = getattr(trainer, "feed", None)
@@ -101,11 +140,12 @@ def run(spec: RunSpec) -> None:
     # interleaved group the others are still starting up before then
     first_turn = (lambda: _device_peak(spec, adapter, rank)) if peak.wanted(spec) else None
     try:
-        _measure(spec, trainer, rank, world, first_turn)
+        _measure(spec, trainer, rank, world, first_turn,
+                 sampler.measuring if sampler is not None else None)
         digest = trainer.state_digest()
     finally:
         trainer.close()  # loader processes exit first, so their peak memory is counted
-    events.emit(events.DONE, rank=rank, state_digest=digest, **peak_rss_bytes())
+    _done(rank, sampler, state_digest=digest, **peak_rss_bytes())
 
 
 def _device_peak(spec: RunSpec, adapter, rank: int) -> None:
@@ -128,7 +168,8 @@ def peak_rss_bytes() -> dict[str, int]:
     return {"peak_rss_bytes": own, "peak_rss_children_bytes": children}
 
 
-def _measure_loader(spec: RunSpec, rank: int, world: int) -> None:
+def _measure_loader(spec: RunSpec, rank: int, world: int,
+                    sampler: SelfSampler | None = None) -> None:
     """Loader mode: the input pipeline's images/s with no model at all."""
     data = importlib.import_module(f"frameworks.{spec.framework}.data")
     feed = data.build_feed(spec, rank, world)
@@ -140,18 +181,20 @@ def _measure_loader(spec: RunSpec, rank: int, world: int) -> None:
     # batches per trial that the pipeline's sustained rate, not its buffer, is measured.
     steps = max(spec.steps, LOADER_MIN_STEPS)
     try:
-        for trial in _trials(spec, trainer, rank, world, steps=spec.warmup):
+        for trial in _trials(spec, trainer, rank, world, steps=spec.warmup,
+                             measuring=sampler.measuring if sampler is not None else None):
             started = time.time()
             result = run_trial(trainer, steps, "throughput")
             events.emit(events.TRIAL, rank=rank, trial=trial, iter_times=result.iter_times,
                         wall=result.wall, phases={}, started=started)
     finally:
         feed.close()
-    events.emit(events.DONE, rank=rank, **peak_rss_bytes())
+    _done(rank, sampler, **peak_rss_bytes())
 
 
 def _trials(spec: RunSpec, trainer, rank: int, world: int, steps: int,
-            first_turn: Callable[[], None] | None = None):
+            first_turn: Callable[[], None] | None = None,
+            measuring: Callable[[], None] | None = None):
     """The trial numbers this worker runs: as the harness grants them (interleaved with
     other configurations, frameworks/gate.py), else the spec's fixed count. Warm-up runs
     when the first trial is granted (by detection for a single worker); a worker that
@@ -170,6 +213,8 @@ def _trials(spec: RunSpec, trainer, rank: int, world: int, steps: int,
                 run_trial(trainer, 1, "breakdown")
             events.emit(events.WARMUP, rank=rank, steps=w.steps, settled=w.settled,
                         times=w.times, interleaved=gate.interleaved)
+            if measuring is not None:
+                measuring()
         elif gate.interleaved:
             warm_up(trainer, 1)
         yield trial
@@ -177,8 +222,9 @@ def _trials(spec: RunSpec, trainer, rank: int, world: int, steps: int,
 
 
 def _measure(spec: RunSpec, trainer, rank: int, world: int = 1,
-             first_turn: Callable[[], None] | None = None) -> None:
-    for trial in _trials(spec, trainer, rank, world, spec.warmup, first_turn):
+             first_turn: Callable[[], None] | None = None,
+             measuring: Callable[[], None] | None = None) -> None:
+    for trial in _trials(spec, trainer, rank, world, spec.warmup, first_turn, measuring):
         started = time.time()
         if spec.mode == "breakdown":
             # A paired throughput trial in the same process, right before each breakdown
@@ -200,7 +246,9 @@ def main() -> int:
               "harness sets it, see `dnnbench run --help`", file=sys.stderr)
         return 2
     try:
-        run(RunSpec.from_json(text))
+        spec = RunSpec.from_json(text)
+        allocated_threads(spec)
+        run(spec)
     except (WorkerError, SpecError, DatasetError) as exc:
         events.emit(events.ERROR, reason=str(exc), error_type=type(exc).__name__)
         return 1

@@ -115,6 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
         "these flags override it)")
     g_sl.add_argument("--dry-run", metavar="DIR",
                       help="write each run's sbatch script to DIR and submit nothing")
+    g_sl.add_argument("--submit", action="store_true",
+                      help="submit every pending run at once (runs asking for the same "
+                           "allocation as one job array), record the jobs in --db and "
+                           "return; `dnnbench collect` stores their results later, "
+                           "`dnnbench status` shows them")
     g_sl.add_argument("--partition", help="#SBATCH --partition")
     g_sl.add_argument("--account", help="#SBATCH --account")
     g_sl.add_argument("--qos", help="#SBATCH --qos")
@@ -379,6 +384,21 @@ def build_parser() -> argparse.ArgumentParser:
     p_hist.add_argument("--clear", action="store_true",
                         help="forget every recorded sweep (intervals go back to within-sweep)")
 
+    p_col = sub.add_parser(
+        "collect", help="store the results of Slurm jobs submitted with run --submit",
+        description=__import__("harness.submit").submit.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p_col.add_argument("--db", default=DEFAULT_DB, help=f"results database ({DEFAULT_DB})")
+    p_col.add_argument("--experiment", help="only this experiment's jobs")
+    p_col.add_argument("--wait", action="store_true",
+                       help="poll until every submitted job has ended and is stored")
+    p_col.add_argument("--poll", type=number(float, 1, 3600), default=10.0, metavar="S",
+                       help="seconds between polls with --wait (10)")
+    p_st = sub.add_parser("status", help="submitted Slurm jobs per experiment: pending, "
+                                         "running, ended, collected")
+    p_st.add_argument("--db", default=DEFAULT_DB, help=f"results database ({DEFAULT_DB})")
+    p_st.add_argument("--experiment", help="only this experiment")
+
     sub.add_parser("clean", help="remove what dnnbench processes that died left behind",
                    description="Removes containers started by dnnbench processes that no "
                                "longer run (killed, lost session) and their stale emulated-"
@@ -503,6 +523,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                               workdir=args.slurm_dir,
                               gpus_per_node=args.gpus_per_node or site.get("gpus_per_node", 0),
                               queue_wait_s=site.get("queue_wait_s", 3600.0))
+    if args.submit and args.dry_run:
+        raise UserError("--submit and --dry-run: give one (--dry-run writes the scripts "
+                        "only, --submit submits them)")
+    if args.submit:
+        return _submit(exp, args, slurm_opts)
     if args.dry_run:
         from runners.slurm import SlurmError
 
@@ -514,7 +539,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise UserError(f"--dry-run: no runnable run to write a script for; every run "
                             f"is skipped: {'; '.join(reasons)}")
         try:
-            paths = sweep.write_sbatch_scripts(exp, args.dry_run, slurm_opts)
+            paths = sweep.write_sbatch_scripts(exp, args.dry_run, slurm_opts,
+                                               sweep_options(args))
         except SlurmError as exc:
             raise UserError(str(exc)) from None
         for p in paths:
@@ -546,6 +572,97 @@ def cmd_run(args: argparse.Namespace) -> int:
     if summary.interrupted:
         return 130
     return 1 if summary.failed and not summary.ok else 0
+
+
+def sweep_options(args: argparse.Namespace):
+    from harness.sweep import ContainerOptions
+
+    return ContainerOptions(args.container_engine, args.container_image)
+
+
+def _submit(exp, args: argparse.Namespace, slurm_opts) -> int:
+    from harness import submit
+    from harness.store import Store
+    from runners.slurm import SlurmError
+
+    for flag in ("csv", "report", "remeasure_disturbed"):
+        if getattr(args, flag):
+            raise UserError(f"--{flag.replace('_', '-')} does not go with --submit: nothing "
+                            "is measured yet (use it with dnnbench collect's database: "
+                            "dnnbench results / report --db ...)")
+    print(f"experiment {exp.name}: {len(exp.runs)} runs; submitting to Slurm, jobs and "
+          f"results -> {args.db}")
+    with Store(args.db) as store:
+        try:
+            s = submit.submit_experiment(exp, store, slurm_opts, args.retry_failed,
+                                         out=sys.stdout,
+                                         container_options=sweep_options(args))
+        except (SlurmError, submit.SubmitError) as exc:
+            raise UserError(str(exc)) from None
+    print(f"submitted {s.runs} runs in {len(s.jobs)} jobs"
+          + (f"; {s.in_flight} submitted earlier, not collected yet" if s.in_flight else "")
+          + (f"; {s.stored} already stored" if s.stored else "")
+          + (f"; {s.failed} refused (stored as failed)" if s.failed else "")
+          + (f"; {s.skipped} skipped" if s.skipped else ""))
+    if s.runs or s.in_flight:
+        print(f"next: dnnbench status --db {args.db}; dnnbench collect --db {args.db} "
+              "[--wait] (any time, from any login shell: the jobs' output files hold the "
+              "results)")
+    return 1 if s.failed and not s.runs else 0
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    from harness import submit
+    from harness.store import Store
+    from runners.slurm import SlurmError
+
+    if not Path(args.db).is_file():
+        raise UserError(f"--db {args.db}: no such results database (give the --db that "
+                        "run --submit used)")
+    with Store(args.db) as store:
+        if not store.jobs("WHERE collected IS NULL" + (" AND experiment = ?" if
+                                                       args.experiment else ""),
+                          (args.experiment,) if args.experiment else ()):
+            print("nothing to collect: every submitted job is stored"
+                  + (f" (experiment {args.experiment})" if args.experiment else ""))
+            return 0
+        try:
+            s = submit.collect(store, args.experiment, wait=args.wait, poll_s=args.poll,
+                               out=sys.stdout)
+        except SlurmError as exc:
+            raise UserError(f"cannot ask Slurm how the jobs are: {exc}; jobs stay "
+                            "uncollected (nothing was stored for them)") from None
+    stored = ", ".join(f"{n} {k}" for k, n in sorted(s.stored.items())) or "nothing new"
+    left = ", ".join(f"{n} {k.lower()}" for k, n in sorted(s.waiting.items()))
+    print(f"stored: {stored}" + (f"; still in Slurm: {left} (collect again later, or "
+                                  "--wait)" if left else ""))
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from harness import submit
+    from harness.store import Store
+    from runners.slurm import SlurmError
+
+    if not Path(args.db).is_file():
+        raise UserError(f"--db {args.db}: no such results database")
+    with Store(args.db) as store:
+        try:
+            rows = submit.status(store, args.experiment)
+        except SlurmError as exc:
+            raise UserError(f"cannot ask Slurm how the jobs are: {exc}") from None
+    if not rows:
+        print("no submitted jobs in this database (dnnbench run ... --launcher slurm "
+              "--submit)")
+        return 0
+    print(f"{'experiment':<24} {'pending':>8} {'running':>8} {'ended':>8} {'collected':>10}"
+          f" {'ok':>5} {'not ok':>7}")
+    for r in rows:
+        print(f"{r['experiment']:<24} {r['pending']:>8} {r['running']:>8} {r['ended']:>8} "
+              f"{r['collected']:>10} {r['ok']:>5} {r['failed']:>7}")
+    if any(r["ended"] for r in rows):
+        print("ended jobs are stored by: dnnbench collect --db " + args.db)
+    return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -1065,7 +1182,7 @@ COMMANDS = {"env": cmd_env, "models": cmd_models, "run": cmd_run, "report": cmd_
             "paper": cmd_paper, "commbench": cmd_commbench, "plan": cmd_plan,
             "verify": cmd_verify, "data": cmd_data, "cluster": cmd_cluster,
             "image": cmd_image, "clean": cmd_clean, "compare": cmd_compare,
-            "history": cmd_history}
+            "history": cmd_history, "collect": cmd_collect, "status": cmd_status}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -206,6 +206,8 @@ def record(spec: RunSpec, experiment: str, run_id: str, job: JobResult,
            and ev.get("peak_rss_bytes")]
     if rss:
         row["peak_rss_mb"] = max(rss) / 2**20
+    if telemetry is None:  # the workers' own samples, where this host could not take them
+        telemetry = Telemetry.from_events(evs)
     if telemetry is not None:
         row.update({k: v for k, v in telemetry.summary().items() if v is not None})
         rec.telemetry = telemetry.rows()

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from frameworks import events
 from frameworks.contract import SUPPORT
 from frameworks.plan import PlanContext, free_port, worker_env
-from harness import collect, envs
+from harness import collect, envs, jobs
 from harness.perfmodel.network import Link, bus_bandwidth, fit_alpha_beta
 from harness.store import Store
-from runners import emulated, horovodrun, local, mpirun
+from runners import emulated
 from runners.spec import JobResult, ProcessSpec
 
 #: library -> (framework environment it runs in, launcher): each framework's own libraries
@@ -145,12 +145,10 @@ def run(library: str, ranks: int, sizes: list[int], store: Store | None = None,
     framework, launcher = LIBRARIES[library]
     env = envs.find(framework, horovod=library.startswith("horovod"))
     if source_root is None:
-        from harness.sweep import worker_source_root
-
-        source_root = worker_source_root()
+        source_root = jobs.worker_source_root()
     if not hosts:
         procs = plan(library, ranks, sizes, env.python, source_root, iters, timeout)
-        job = _launch(launcher, procs, timeout)
+        job = jobs.run(jobs.for_library(procs, launcher), timeout)
     else:
         if launcher == "horovodrun":
             raise CommbenchError("horovod-gloo cannot run across emulated hosts (horovodrun "
@@ -163,24 +161,10 @@ def run(library: str, ranks: int, sizes: list[int], store: Store | None = None,
         try:
             procs = plan(library, ranks, sizes, env.python, source_root, iters, timeout,
                          tuple(cluster.addresses))
-            if launcher in ("mpirun", "horovodrun-mpi"):  # one mpirun, via the launch agent
-                job = local.launch([emulated.mpirun_across(procs, cluster)], timeout)
-            else:
-                job = local.launch([emulated.inside(p, cluster) for p in procs], timeout)
+            job = jobs.run(jobs.across(procs, cluster, launcher), timeout)
         finally:
             emulated.release(take_down=made)
     return _result(library, ranks, job, store, link_label, experiment, max(1, hosts))
-
-
-def _launch(launcher: str, procs: list[ProcessSpec], timeout: float) -> JobResult:
-    if launcher == "mpirun":
-        job = mpirun.launch(procs, timeout)
-    elif launcher.startswith("horovodrun"):
-        job = horovodrun.launch(procs, timeout, controller="mpi" if launcher.endswith("mpi")
-                                else "gloo")
-    else:
-        job = local.launch(procs, timeout)
-    return job
 
 
 def _result(library: str, ranks: int, job: JobResult, store: Store | None, link_label: str,

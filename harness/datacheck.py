@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from frameworks import events
 from frameworks.contract import RunSpec
 from frameworks.plan import PlanContext, worker_env
-from harness import envs
-from harness.sweep import worker_source_root
-from runners import local
+from harness import envs, jobs
+from harness.jobs import worker_source_root
 from runners.spec import ProcessSpec
 
 
@@ -60,7 +59,7 @@ def check(root: str, frameworks: list[str], image_size: int = 64, world: int = 1
         procs = [ProcessSpec("rank", r, (env.python, "-m", "frameworks.datacheck"),
                              {**worker_env(spec, ctx, r, r, world), "TF_CPP_MIN_LOG_LEVEL": "2"})
                  for r in range(world)]
-        job = local.launch(procs, timeout)
+        job = jobs.run(jobs.Job(procs, "local"), timeout)
         evs = [ev for p in job.processes for ev in map(events.parse, p.lines) if ev]
         ranks = sorted((ev for ev in evs if ev["event"] == events.DATA),
                        key=lambda ev: ev["rank"])

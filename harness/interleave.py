@@ -37,9 +37,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import runners
 from frameworks import events, gate
 from frameworks.contract import FIELDS, RunSpec, estimated_worker_bytes, host_memory_bytes
+from harness import jobs
 from harness.noise import Meter, Probe
 from harness.stats import median, median_ci
 from harness.telemetry import Sampler
@@ -202,9 +202,9 @@ class Member:
             # a gated member runs in a thread of its own and is cancelled from the main
             # one; an ungated one (Slurm) runs in the main thread, Ctrl-C reaches it there
             extra = {"cancel": self._cancel} if self.gated else {}
-            self.job = runners.launch(self.launcher, self.procs, timeout, on_line=self.line,
-                                      on_start=self.sampler.add if self.sampler else None,
-                                      **extra, **self.options)
+            self.job = jobs.run(jobs.Job(self.procs, self.launcher, self.options), timeout,
+                                on_line=self.line,
+                                on_start=self.sampler.add if self.sampler else None, **extra)
         except Exception as exc:  # noqa: BLE001 - recorded as the run's failure reason
             self.launch_error = exc
         finally:

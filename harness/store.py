@@ -8,6 +8,7 @@ RUN_COLUMNS; CSV/JSON exports and the report read them from here.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import sqlite3
 from collections.abc import Iterable
@@ -154,7 +155,15 @@ CREATE TABLE IF NOT EXISTS telemetry (
     run_id TEXT NOT NULL REFERENCES runs(run_id), tag TEXT, t REAL, cpu_cores REAL,
     rss_bytes INTEGER, gpu_util REAL, gpu_mem_bytes INTEGER, gpu_power_w REAL);
 CREATE INDEX IF NOT EXISTS telemetry_run ON telemetry(run_id);
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id TEXT NOT NULL, experiment TEXT NOT NULL, config_hash TEXT NOT NULL,
+    run_id TEXT PRIMARY KEY, output TEXT, script TEXT, role TEXT, submitted TEXT,
+    spec_json TEXT, manifest_json TEXT, collected TEXT);
+CREATE INDEX IF NOT EXISTS jobs_open ON jobs(experiment, collected);
 """
+#: `jobs`: runs submitted to Slurm and not waited for (dnnbench run --submit); `collected`
+#: is when `dnnbench collect` stored the run's row (NULL: not yet). The job's output file
+#: is the source of truth until then.
 
 
 @dataclass
@@ -166,6 +175,10 @@ class RunRecord:
     #: seconds per iteration, wall s, timed iterations)
     trials: list[tuple] = field(default_factory=list)
     telemetry: list[tuple] = field(default_factory=list)  # (tag, t, cpu, rss, gpu...)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 class StoreError(ValueError):
@@ -214,7 +227,8 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def add(self, rec: RunRecord, replaces: str | None = None) -> bool:
+    def add(self, rec: RunRecord, replaces: str | None = None, from_job: bool = False
+            ) -> bool:
         """Store a run with all its raw samples in one transaction; False (nothing stored)
         when this experiment already holds a finished row (ok or skipped) for the same
         configuration, e.g. written by another sweep on the same database meanwhile.
@@ -223,7 +237,9 @@ class Store:
         lock first), so two sweeps writing at once neither duplicate nor lose a row: the
         second one sees the first one's row. A failed row is replaced by a retry; an ok row
         only when named in `replaces` (a disturbed run measured again), in the same
-        transaction, so the old result stays until the new one is stored."""
+        transaction, so the old result stays until the new one is stored. `from_job`: the
+        row is a submitted Slurm job's (same run_id), marked collected in the same
+        transaction, so collecting twice stores nothing twice."""
         row = {k: rec.row.get(k) for k in COLUMN_NAMES}
         for key in ("spec_json", "manifest_json"):
             if row[key] is not None and not isinstance(row[key], str):
@@ -233,6 +249,9 @@ class Store:
             if replaces:
                 for table in ("iterations", "phases", "trials", "telemetry", "runs"):
                     self.conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (replaces,))
+            if from_job:
+                self.conn.execute("UPDATE jobs SET collected = ? WHERE run_id = ?",
+                                  (_now(), row["run_id"]))
             existing = self.conn.execute(
                 "SELECT run_id, status FROM runs WHERE experiment = ? AND config_hash = ?",
                 (row["experiment"], row["config_hash"])).fetchall()
@@ -253,6 +272,22 @@ class Store:
             self.conn.executemany("INSERT INTO telemetry VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                                   [(row["run_id"], *t) for t in rec.telemetry])
         return True
+
+    def add_jobs(self, rows: list[dict[str, Any]]) -> None:
+        """Record submitted jobs, all or none (see `jobs` above)."""
+        cols = ("job_id", "experiment", "config_hash", "run_id", "output", "script", "role",
+                "submitted", "spec_json", "manifest_json")
+        with self.conn:
+            self.conn.executemany(
+                f"INSERT INTO jobs ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
+                [tuple(json.dumps(r[c], sort_keys=True) if isinstance(r.get(c), dict)
+                       else r.get(c) for c in cols) for r in rows])
+
+    def jobs(self, where: str = "", params: Iterable[Any] = ()) -> list[dict[str, Any]]:
+        cur = self.conn.execute(f"SELECT * FROM jobs {where} ORDER BY submitted, job_id",
+                                tuple(params))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r)) for r in cur]
 
     def finished(self, experiment: str, config_hash: str) -> bool:
         """Whether the experiment holds an ok or skipped row for this configuration."""

@@ -7,20 +7,16 @@ written in one transaction, so stopping at any point keeps every finished result
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 
-import frameworks
 from frameworks import events, gate
-from frameworks.plan import PlanContext, plan
-from harness import collect, envs, interleave, noise, repeat
+from harness import collect, envs, interleave, jobs, noise, repeat
 from harness.experiment import Experiment
+from harness.jobs import slurm_context, slurm_plan, variant_for, worker_source_root
 from harness.manifest import host_manifest
 from harness.progress import Progress
 from harness.store import RunRecord, Store
@@ -51,34 +47,6 @@ class SweepSummary:
     skipped: int = 0
     reused: int = 0
     interrupted: bool = False
-
-
-def variant_for(device: str) -> str:
-    return "cuda" if device == "cuda" else "cpu"
-
-
-def worker_source_root() -> str:
-    """A directory holding only this project's packages, for the worker's PYTHONPATH.
-
-    From a source checkout that is the checkout; from an installed copy the packages are
-    staged into the cache, so no other package of the harness's site-packages can leak
-    into a framework's environment.
-    """
-    root = Path(frameworks.__file__).resolve().parent.parent
-    if (root / "setup.cfg").is_file():
-        return str(root)
-    digest = hashlib.sha256()
-    for pkg in ("frameworks", "models", "runners"):
-        for f in sorted((root / pkg).rglob("*.py")):
-            digest.update(f.read_bytes())
-    staged = envs.cache_dir() / "worker-src" / digest.hexdigest()[:12]
-    if not staged.is_dir():
-        tmp = staged.with_suffix(".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        for pkg in ("frameworks", "models", "runners"):
-            shutil.copytree(root / pkg, tmp / pkg, ignore=shutil.ignore_patterns("__pycache__"))
-        tmp.rename(staged)
-    return str(staged)
 
 
 def check_environments(exp: Experiment) -> dict[tuple[str, str], envs.Env]:
@@ -151,78 +119,23 @@ def describe_group(specs: list) -> str:
     return f"{shared}: {len(specs)} configurations ({' x '.join(differ)}), interleaved"
 
 
-def slurm_context(python: str, source_root: str, run_id: str,
-                  options: SlurmOptions | None) -> PlanContext:
-    """Threads per task from the compute nodes' CPUs (Slurm's word for them), not from
-    this host's: the harness may run on a login node of another size."""
-    from runners.slurm import node_cpus
-
-    cpus = node_cpus((options or SlurmOptions()).partition)
-    return PlanContext(python, source_root, run_id,
-                       cores_per_host=cpus or os.cpu_count() or 1)
-
-
-def _placed(spec, python: str, source_root: str, run_id: str,
-            cluster: emulated.Cluster | None, slurm_options: SlurmOptions | None = None
-            ) -> tuple[list, str]:
-    """The run's processes and the launcher that starts them: on this host, or one node
-    per emulated host (each process inside its host's namespace, or one mpirun reaching
-    the hosts through its launch agent); in containers, each process in its own (the
-    container launcher puts it in its host's namespace); under Slurm, sized to the
-    compute nodes."""
-    launcher = "container" if spec.env == "container" else spec.resolved_launcher
-    if launcher == "slurm":
-        return plan(spec, slurm_context(python, source_root, run_id, slurm_options)), launcher
-    if cluster is None:
-        return plan(spec, PlanContext(python, source_root, run_id)), launcher
-    # a host's cores: its CPU limit (a fraction of a core still runs one thread), else
-    # its share of this machine's
-    cores = (int(cluster.cpus_per_host) if cluster.cpus_per_host
-             else (os.cpu_count() or 1) // spec.nodes)
-    ctx = PlanContext(python, source_root, run_id, hosts=tuple(cluster.addresses),
-                      cores_per_host=max(1, cores))
-    procs = plan(spec, ctx)
-    if launcher == "container":
-        return [emulated.on_lab_interface(p) for p in procs], launcher
-    if spec.resolved_launcher == "mpirun":
-        return [emulated.mpirun_across(procs, cluster)], "local"
-    return [emulated.inside(p, cluster) for p in procs], "local"
-
-
-def _launch_options(spec, run_id: str, slurm_options: SlurmOptions | None,
-                    image: dict | None = None, source_root: str = "",
-                    cluster: emulated.Cluster | None = None,
-                    extra_mounts: tuple[str, ...] = ()) -> dict:
-    if spec.env == "container":
-        assert image is not None
-        # the same paths inside as outside: the worker code the harness speaks to, the data,
-        # the gate files of interleaved trials
-        mounts = ((source_root,) + ((str(Path(spec.data).resolve()),) if spec.data else ())
-                  + extra_mounts)
-        return {"image": image["image"], "engine": image["engine"],
-                "gpus": spec.device == "cuda", "mounts": mounts, "job": f"dnnbench-{run_id}",
-                "netns": dict(zip(cluster.addresses, cluster.hosts)) if cluster else None,
-                "inner": spec.resolved_launcher}
-    if spec.resolved_launcher != "slurm":
-        return {}
-    return {"options": slurm_options or SlurmOptions(), "nodes": spec.nodes,
-            "horovod": spec.strategy == "horovod", "job_name": f"dnnbench-{run_id}"}
-
-
 def write_sbatch_scripts(exp: Experiment, directory: str,
-                         slurm_options: SlurmOptions | None = None) -> list[Path]:
+                         slurm_options: SlurmOptions | None = None,
+                         container_options: ContainerOptions | None = None) -> list[Path]:
     """`--dry-run`: the batch script every runnable Slurm run would submit, nothing run."""
     from runners.slurm import sbatch_script
 
     environments = check_environments(exp)
+    images = check_images(exp, container_options or ContainerOptions())
     out_dir = Path(directory)
     out_dir.mkdir(parents=True, exist_ok=True)
     source_root = worker_source_root()
+    ctx = slurm_context(sys.executable, source_root, "", slurm_options)
     written = []
     for spec in exp.runnable:
-        env = environments[(spec.framework, variant_for(spec.device))]
         name = f"dnnbench-{exp.name}-{spec.config_hash()}"
-        procs = plan(spec, slurm_context(env.python, source_root, name, slurm_options))
+        procs = slurm_plan(spec, replace(ctx, run_id=name), environments, images,
+                           source_root, DEFAULT_INTERVAL_S)
         path = out_dir / f"{name}.sbatch"
         path.write_text(sbatch_script(procs, spec.nodes, name, str(out_dir / f"{name}-%j.out"),
                                       spec.timeout_s, slurm_options,
@@ -364,23 +277,15 @@ class _SweepContext:
         python = self.environments[key].python if image is None else container.IMAGE_PYTHON
         run_host = self.host if image is None else {**self.host, "container": image}
         run_id = collect.new_run_id()
-        procs, launcher = _placed(spec, python, self.source_root, run_id, cluster,
-                                  self.slurm_options)
-        if spec.memory_limit_mb:
-            procs = [replace(p, memory_limit_bytes=spec.memory_limit_mb * 2**20) for p in procs]
-        if image is not None:
-            # `python -m` puts its working directory first on sys.path: inside the image
-            # that is the copy baked in at build time (/opt/dnnbench), which must not win
-            # over the mounted checkout the harness speaks to
-            procs = [replace(p, cwd=p.cwd or self.source_root) for p in procs]
-        gated = launcher != "slurm" and spec.resolved_launcher != "slurm"
+        gated = spec.resolved_launcher != "slurm"  # Slurm runs one at a time, ungated
         gate_path = self.gates / run_id if gated else None
-        if gate_path is not None:
-            procs = [replace(p, env={**p.env, gate.ENV: str(gate_path)}) for p in procs]
-        options = _launch_options(spec, run_id, self.slurm_options, image, self.source_root,
-                                  cluster, extra_mounts=(str(self.gates),) if gated else ())
+        job = jobs.for_run(spec, python, self.source_root, run_id, cluster,
+                           self.slurm_options, image,
+                           (gate.ENV, str(gate_path)) if gate_path is not None else None,
+                           self.telemetry_interval_s)
+        procs, launcher, options = job.procs, job.launcher, job.options
         sampler = (Sampler(self.telemetry_interval_s, launcher_ranks=spec.workers)
-                   if self.telemetry_interval_s > 0 else None)
+                   if self.telemetry_interval_s > 0 and launcher != "slurm" else None)
         prog, stream = self.prog, self.stream_output
 
         def on_line(tag: str, line: str, sampler=sampler) -> None:
@@ -422,8 +327,8 @@ class _SweepContext:
                     "bytes": m.bytes_moved, "cpus_per_host": cluster.cpus_per_host,
                     "cpusets": dict(zip(cluster.hosts, cluster.cpusets)),
                     "isolation": cluster.isolation}}
-            telemetry = m.sampler.data if m.sampler is not None else None
-            rec = collect.record(spec, self.exp.name, m.run_id, m.job, run_host, telemetry,
+            samples = m.sampler.data if m.sampler is not None else None
+            rec = collect.record(spec, self.exp.name, m.run_id, m.job, run_host, samples,
                                  schedule=collect.Schedule(
                                      order="interleaved" if m.gated else "sequential",
                                      group=",".join(sorted(x.run_id for x, _ in built)),
@@ -437,7 +342,8 @@ class _SweepContext:
                 lines.append(f"  {describe(spec)}: not stored: another sweep on this database "
                              f"stored this configuration while it ran ({row['status']} here)")
                 continue
-            repeat.record_sweep([row], self.sweep_id)
+            if spec.resolved_launcher != "slurm":  # compute nodes' numbers, not this host's
+                repeat.record_sweep([row], self.sweep_id)
             text = self._result_text(row)
             if not quiet:
                 lines.append(f"  {describe(spec)}: {text}")

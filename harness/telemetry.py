@@ -83,9 +83,40 @@ class Telemetry:
             out["gpu_power_w"] = sum(s.gpu_power_w or 0 for s in gpus) / len(gpus)
         return out
 
+    @classmethod
+    def from_events(cls, evs: list[dict]) -> Telemetry | None:
+        """The workers' own samples (TELEMETRY events, frameworks/selfsample.py: Slurm
+        jobs, whose processes this host cannot see) as one Telemetry; None without any.
+        Times count from the first sample of any rank, like the harness's sampler."""
+        got = [ev for ev in evs if ev.get("event") == "telemetry" and ev.get("samples")]
+        if not got:
+            return None
+        t0 = min(float(s[0]) for ev in got for s in ev["samples"])
+        starts = [float(ev["measuring_from"]) for ev in got if ev.get("measuring_from")]
+        out = cls(interval_s=float(got[0].get("interval_s") or DEFAULT_INTERVAL_S),
+                  measuring_from=min(starts) - t0 if starts else None)
+        for ev in got:
+            tag = f"worker{int(ev.get('rank', 0))}"
+            out.samples += [Sample(tag, float(t) - t0, float(cpu), int(rss))
+                            for t, cpu, rss in ev["samples"]]
+        return out
+
     def rows(self) -> list[tuple]:
         return [(s.tag, round(s.t, 3), s.cpu_cores, s.rss_bytes, s.gpu_util, s.gpu_mem_bytes,
                  s.gpu_power_w) for s in self.samples]
+
+
+def self_sampled(procs: list, interval_s: float) -> list:
+    """The job's workers told to sample themselves every `interval_s` (0: not at all):
+    for launchers whose processes run where this host's /proc cannot see them (Slurm)."""
+    from dataclasses import replace
+
+    from frameworks.selfsample import ENV
+
+    if not interval_s > 0:
+        return procs
+    return [replace(p, env={**p.env, ENV: f"{interval_s:g}"}) if p.role in ("worker", "chief")
+            else p for p in procs]
 
 
 def _read(pids) -> dict[int, tuple[int, int, str, int, int]]:

@@ -41,9 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from frameworks import events
-from harness import collect, envs
+from harness import collect, envs, jobs
 from harness.store import Store
-from runners.process import run_job
 from runners.spec import ProcessSpec
 
 TOLERANCE = {"logits": 1e-4, "loss": 2e-4, "update": 0.2, "scale": 2e-2, "tensor": 0.5}
@@ -90,7 +89,7 @@ def _run_framework(framework: str, job: dict, source_root: str, timeout: float) 
     spec = ProcessSpec("verify", 0, (env.python, "-m", "frameworks.verify"), {
         "DNNBENCH_VERIFY": json.dumps(job), "PYTHONPATH": source_root,
         "OMP_NUM_THREADS": "1", "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONNOUSERSITE": "1"})
-    result = run_job([spec], timeout)
+    result = jobs.run(jobs.Job([spec], "local"), timeout)
     errors = [e["reason"] for e in collect.job_events(result) if e["event"] == events.ERROR]
     if not result.ok or errors:
         raise VerifyError(f"{framework} could not run {job['model']}: "
@@ -146,7 +145,7 @@ def run(models: list[str], frameworks: list[str], image_size: int = 64,
     framework's float32 result."""
     import numpy as np
 
-    from harness.sweep import worker_source_root
+    from harness.jobs import worker_source_root
     from models import weights as W
 
     perturb = perturb or {}

@@ -25,6 +25,7 @@ import os
 import subprocess
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from runners import horovodrun, mpirun
@@ -62,9 +63,11 @@ def container_name(job: str, spec: ProcessSpec) -> str:
 
 def container_command(spec: ProcessSpec, image: str, engine: str = "podman",
                       gpus: bool = False, netns: str | None = None,
-                      mounts: tuple[str, ...] = (), name: str | None = None) -> ProcessSpec:
+                      mounts: tuple[str, ...] = (), name: str | None = None,
+                      labels: dict[str, str] | None = None) -> ProcessSpec:
     """`spec` (its argv a command inside the image) run in `image`; each mount is a host
-    path bound read-only at the same path (or an explicit `SRC:DST[:OPTS]`)."""
+    path bound read-only at the same path (or an explicit `SRC:DST[:OPTS]`). `labels`
+    replace the owner label (the harness process that removes the container)."""
     if engine not in ENGINES:
         raise ContainerError(f"container engine {engine!r} is not one of {', '.join(ENGINES)}")
     if image.startswith("-") or not image.strip() or any(ord(c) < 33 for c in image):
@@ -90,8 +93,9 @@ def container_command(spec: ProcessSpec, image: str, engine: str = "podman",
         return ProcessSpec(spec.role, spec.rank, tuple(cmd), {}, spec.cwd, None, spec.host,
                            spec.service)
     cmd = [engine, "run", "--rm", "--init", "--ipc=host",
-           "--network", f"ns:/run/netns/{netns}" if netns else "host",
-           "--label", f"{OWNER_LABEL}={identity(os.getpid())}"]
+           "--network", f"ns:/run/netns/{netns}" if netns else "host"]
+    for key, value in (labels or {OWNER_LABEL: identity(os.getpid())}).items():
+        cmd += ["--label", f"{key}={value}"]
     if name:
         cmd += ["--name", name]
     if gpus:
@@ -108,6 +112,62 @@ def container_command(spec: ProcessSpec, image: str, engine: str = "podman",
     cmd += ["--entrypoint", spec.argv[0], "--", image, *spec.argv[1:]]
     return ProcessSpec(spec.role, spec.rank, tuple(cmd), engine_env(engine), spec.cwd, None,
                        spec.host, spec.service)
+
+
+#: What a container under Slurm takes from its task's environment, by name (`-e NAME`):
+#: srun sets the rank variables per task, and the batch script the job's addresses, known
+#: only once allocated; the plan's own variables are added per job (`under_slurm`).
+SLURM_PASS = ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_NODEID",
+              "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURMD_NODENAME", "SLURM_CPUS_PER_TASK",
+              "SLURM_CPUS_ON_NODE", "SLURM_JOB_NODELIST", "MASTER_ADDR", "TF_CONFIG",
+              "DNNBENCH_TASK_ADDRS", "DNNBENCH_ROOT_IP")
+#: the Slurm job a container belongs to: it is left over once Slurm no longer runs the job
+SLURM_JOB_LABEL = "dnnbench.slurm_job"
+#: set on the processes of a containerised Slurm job: the engine, for the job's clean-up
+ENGINE_ENV = "DNNBENCH_CONTAINER_ENGINE"
+
+
+def under_slurm(specs: list[ProcessSpec], image: str, engine: str, gpus: bool = False,
+                mounts: tuple[str, ...] = ()) -> list[ProcessSpec]:
+    """Each process (its argv a command inside the image) as a Slurm task running it in a
+    container: a shell line, since the container's name holds the job and task ids
+    (dnnbench-slurm-JOB-STEP-TASK) and its environment comes by name from the task's.
+    Podman/Docker containers carry the job id as a label: `reap` removes any that outlive
+    their job (a task killed with SIGKILL leaves its container behind). Apptainer runs
+    the program as the task's own process and inherits its environment."""
+    import shlex
+
+    names = sorted({k for s in specs for k in s.env} | set(SLURM_PASS))
+    out = []
+    for spec in specs:
+        if engine in ("apptainer", "singularity"):
+            cmd = list(container_command(replace(spec, env={}), image, engine, gpus,
+                                         mounts=mounts).argv)
+            cmd.remove("--cleanenv")
+            line = "exec " + " ".join(shlex.quote(a) for a in cmd)
+        else:
+            cmd = list(container_command(replace(spec, env={}), image, engine, gpus,
+                                         mounts=mounts, name="dnnbench-slurm-@ID@",
+                                         labels={SLURM_JOB_LABEL: "@JOB@"}).argv)
+            at = cmd.index("--entrypoint")
+            cmd[at:at] = [x for k in names for x in ("-e", k)]
+            conf = "".join(f"export {k}={shlex.quote(v)}; "
+                           for k, v in engine_env(engine).items())
+            # the placeholders sit in words shlex leaves unquoted (letters, '-', '.', '=',
+            # '@'), so the task's shell expands the variables put there
+            line = ("exec " + " ".join(shlex.quote(a) for a in cmd)).replace(
+                "@ID@", '"$SLURM_JOB_ID-${SLURM_STEP_ID:-0}-$SLURM_PROCID"').replace(
+                "@JOB@", '"$SLURM_JOB_ID"')
+            line = conf + line
+        out.append(replace(spec, argv=("bash", "-c", line),
+                           env={**spec.env, ENGINE_ENV: engine}))
+    return out
+
+
+def slurm_cleanup(engine: str) -> str:
+    """Shell: remove this job's containers still there on the node it runs on."""
+    return (f"{engine} ps -aq --filter label={SLURM_JOB_LABEL}=\"$SLURM_JOB_ID\" | "
+            f"xargs -r {engine} rm -f >/dev/null 2>&1 || true")
 
 
 def _bind(mount: str) -> str:
@@ -151,14 +211,40 @@ def reap(engine: str) -> list[str]:
         if name and (not pid.isdigit() or identity(int(pid)) != owner):
             dead.append(name)
     remove(engine, dead)
+    return dead + reap_slurm(engine)
+
+
+def reap_slurm(engine: str) -> list[str]:
+    """Remove containers of Slurm jobs that Slurm no longer runs. Only when squeue
+    answers: an unreachable controller must not make running jobs look ended."""
+    env = {**os.environ, **engine_env(engine)}
+    proc = subprocess.run([engine, "ps", "-a", "--filter", f"label={SLURM_JOB_LABEL}",
+                           "--format", "{{.Names}} {{index .Labels \"" + SLURM_JOB_LABEL
+                           + "\"}}"], capture_output=True, text=True, env=env)
+    found = [line.split() for line in proc.stdout.splitlines() if len(line.split()) == 2]
+    if not found:
+        return []
+    try:
+        queue = subprocess.run(["squeue", "-h", "-o", "%i %A"], capture_output=True,
+                               text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if queue.returncode:
+        return []
+    active = set(queue.stdout.split())  # array task ids (1_2) and their own job ids
+    dead = [name for name, job in found if job not in active]
+    remove(engine, dead)
     return dead
 
 
 def remove(engine: str, names: list[str]) -> None:
-    """Force-remove the job's containers (those still there; `--rm` took the others)."""
+    """Force-remove the job's containers (those still there; `--rm` took the others).
+    Podman stops at the first name it does not know and removes none of the rest unless
+    told `--ignore` (measured with 4.3.1: `rm -f gone there` leaves `there`); Docker
+    removes the others and reports the missing ones."""
     if names:
-        subprocess.run([engine, "rm", "-f", *names], capture_output=True,
-                       env={**os.environ, **engine_env(engine)})
+        subprocess.run([engine, "rm", "-f", *(["--ignore"] if engine == "podman" else []),
+                        *names], capture_output=True, env={**os.environ, **engine_env(engine)})
 
 
 def launch(specs: list[ProcessSpec], timeout: float, on_line: LineCallback | None = None,

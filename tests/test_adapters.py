@@ -6,8 +6,8 @@ from frameworks import events
 from frameworks.contract import RunSpec
 from frameworks.plan import PlanContext, plan
 from harness import collect
+from harness.jobs import worker_source_root
 from harness.manifest import host_manifest
-from harness.sweep import worker_source_root
 from models.cost import cost
 from runners.local import launch
 from tests.conftest import FRAMEWORKS

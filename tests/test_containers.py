@@ -143,9 +143,11 @@ def test_container_env_validation():
 
     with pytest.raises(SpecError, match="env = 'vm' is not one of: venv, container"):
         validate(RunSpec("torch", "resnet50", env="vm"))
-    with pytest.raises(UnsupportedError, match="env = 'container'.*not 'slurm'"):
+    with pytest.raises(UnsupportedError, match="env = 'container' with Horovod under Slurm"):
         validate(RunSpec("torch", "resnet50", env="container", strategy="horovod",
                          devices_per_node=2, launcher="slurm"))
+    validate(RunSpec("torch", "resnet50", env="container", strategy="allreduce", nodes=2,
+                     launcher="slurm"))  # each Slurm task in its own container
     validate(RunSpec("torch", "resnet50", env="container", strategy="horovod",
                      devices_per_node=2))  # horovodrun inside one container
     validate(RunSpec("torch", "resnet50", env="container", strategy="allreduce",
@@ -462,3 +464,60 @@ def test_containers_of_a_killed_harness_are_reaped_at_the_next_start(torch_image
     finally:
         harness.kill()
         container.remove("podman", _containers(job))
+
+
+from tests.test_slurm import COMMON as SLURM_COMMON  # noqa: E402
+from tests.test_slurm import slurm  # noqa: E402,F401 - the local Slurm, for this module too
+
+
+def test_slurm_tasks_run_in_containers_and_leave_none(torch_image, slurm, tmp_path):  # noqa: F811
+    """A 2-node DDP run under Slurm with env = container: each task runs the worker in the
+    torch image (named for its job and task); the row lands like a venv run's, and no
+    container of the job is left. A container whose Slurm job has ended is reaped by
+    `dnnbench clean`; one whose job is still queued is kept."""
+    db, jobs = str(tmp_path / "r.db"), tmp_path / "jobs"
+    proc = run_cli("run", "--framework", "torch", "--strategy", "allreduce", *SLURM_COMMON,
+                   "--env", "container", "--db", db, "--slurm-dir", str(jobs), env=slurm)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    row = sqlite3.connect(db).execute(
+        "SELECT status, env, nodes, n_trials, replicas_identical, manifest_json FROM runs"
+    ).fetchone()
+    assert row[:5] == ("ok", "container", 2, 2, 1), row
+    ranks = json.loads(row[5])["ranks"]
+    assert {r["executable"] for r in ranks.values()} == {"/opt/venv/bin/python"}
+    assert {r["slurmd_nodename"] for r in ranks.values()} == {"node1", "node2"}
+    assert "--name dnnbench-slurm-" in next(jobs.glob("*.sbatch")).read_text()
+    assert _containers("dnnbench-slurm-") == []
+    # leftovers: one of an ended job (999999 never ran here) and one of a queued job
+    env = {**os.environ, **slurm}
+    held = subprocess.run(["sbatch", "--parsable", "--begin=now+3600", "--wrap", "true"],
+                          env=env, capture_output=True, text=True, check=True).stdout.strip()
+    try:
+        for job in ("999999", held):
+            subprocess.run(["podman", "create", "--label", f"dnnbench.slurm_job={job}",
+                            "--name", f"dnnbench-slurm-{job}-0-0", torch_image, "true"],
+                           env=images_env(), check=True, capture_output=True)
+        proc = run_cli("clean", env=slurm)
+        assert proc.returncode == 0 and "dnnbench-slurm-999999-0-0" in proc.stdout, proc.stdout
+        assert _containers("dnnbench-slurm-") == [f"dnnbench-slurm-{held}-0-0"]
+    finally:
+        subprocess.run(["scancel", held], env=env)
+        for name in (f"dnnbench-slurm-{held}-0-0", "dnnbench-slurm-999999-0-0"):
+            # one at a time: `podman rm -f A B` removes neither when A is already gone
+            subprocess.run(["podman", "rm", "-f", name], env=images_env(), capture_output=True)
+        assert _containers("dnnbench-slurm-") == []
+
+
+def test_removing_a_jobs_containers_survives_ones_already_gone(torch_image):
+    """`--rm` takes a job's exited containers before the launcher's clean-up runs: the
+    ones still there must go even when named after one that is gone."""
+    from runners import container
+
+    name = f"dnnbench-rmtest-{os.getpid()}"
+    subprocess.run(["podman", "create", "--name", name, torch_image, "true"],
+                   env=images_env(), check=True, capture_output=True)
+    try:
+        container.remove("podman", [f"{name}-gone", name])
+        assert _containers(name) == []
+    finally:
+        subprocess.run(["podman", "rm", "-f", name], env=images_env(), capture_output=True)

@@ -81,7 +81,7 @@ def test_threads_per_worker_follow_the_host_cpu_limit(cpus, nodes, threads):
     host gets its share of this machine's cores (0 here: that share)."""
     import os
 
-    from harness.sweep import _placed
+    from harness.jobs import placed as _placed
     from runners.emulated import Cluster
 
     hosts = [f"dnb-h{i}" for i in range(nodes)]

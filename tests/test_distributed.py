@@ -10,9 +10,9 @@ import pytest
 from frameworks.contract import RunSpec
 from frameworks.plan import PlanContext, plan
 from harness import collect, commbench
+from harness.jobs import worker_source_root
 from harness.manifest import host_manifest
 from harness.store import Store
-from harness.sweep import worker_source_root
 from runners import local, mpirun
 from runners.process import tree
 from runners.spec import ProcessSpec

@@ -13,8 +13,8 @@ from frameworks import events
 from frameworks.contract import RunSpec, SpecError, validate
 from frameworks.plan import PlanContext, plan
 from harness import collect
+from harness.jobs import worker_source_root
 from harness.manifest import host_manifest
-from harness.sweep import worker_source_root
 from runners import horovodrun, launch
 from runners.process import tree
 from runners.spec import ProcessSpec

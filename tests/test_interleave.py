@@ -108,7 +108,10 @@ def test_a_busy_window_misranks_sequential_runs_but_not_interleaved_ones(tmp_pat
     ra, rb = row(a, [a, b]), row(b, [a, b])
     right = verdicts.compare_pair(ra, rb, rounds_of(a, b))
     assert right.method == verdicts.PAIRED and right.n == 16
-    assert not right.confident, right
+    # identical configurations: a 95% interval excludes no difference 1 time in 20 by
+    # construction (CI saw a confident 10.7% once), so what interleaving must show is that
+    # the busy window no longer decides: no verdict, or one far smaller than the misranking
+    assert not right.confident or abs(right.speedup) < wrong.speedup / 2, (right, wrong)
     assert abs(right.speedup) < 0.15
 
 

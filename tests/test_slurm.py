@@ -213,6 +213,17 @@ def test_sbatch_two_node_runs_land_in_the_database(all_envs, slurm, tmp_path):
     threads = [t for (t,) in sqlite3.connect(db).execute(
         "SELECT threads FROM runs ORDER BY started")]
     assert threads == [1] * len(runs)
+    # compute-node facts: the workers' own telemetry, and every rank's node in the manifest
+    import json
+
+    for cores, samples, manifest in sqlite3.connect(db).execute(
+            "SELECT cpu_cores_per_worker, (SELECT COUNT(*) FROM telemetry t WHERE "
+            "t.run_id = runs.run_id), manifest_json FROM runs"):
+        assert cores is not None and 0 < cores <= 2.5 and samples > 0, (cores, samples)
+        ranks = json.loads(manifest)["ranks"]
+        assert sorted(ranks) == ["0", "1"]
+        assert {r["slurmd_nodename"] for r in ranks.values()} == {"node1", "node2"}
+        assert all(r["cpu_model"] and r["slurm_cpus_per_task"] == "1" for r in ranks.values())
     outs = list((tmp_path / "jobs").glob("*.out"))
     assert len(outs) == len(runs)
     assert all(":::DNNBENCH_SLURM_EXIT 0" in p.read_text() for p in outs)
@@ -416,3 +427,251 @@ def test_cluster_script_signals_only_its_own_daemons(tmp_path):
     finally:
         bystander.kill()
         bystander.wait()
+
+
+def test_job_array_runs_each_task_its_own_run(tmp_path):
+    """Runs asking for the same allocation become one job array: task i exports run i's
+    variables and runs its step; a run of another shape cannot join."""
+    from runners.slurm import BatchRun, array_script
+
+    def run(batch: str) -> list[ProcessSpec]:
+        return [ProcessSpec("worker", r, ("/usr/bin/env",),
+                            {"DNNBENCH_RANK": str(r), "DNNBENCH_THREADS": "1",
+                             "DNNBENCH_SPEC": batch}) for r in range(2)]
+
+    o = SlurmOptions(qos="debug")
+    jobs = [BatchRun(run(b), 2, 60) for b in ("b2", "b4", "b6")]
+    text = array_script(jobs, "arr", "/o/arr-%A_%a.out", o)
+    assert "#SBATCH --array=0-2" in text and "#SBATCH --qos=debug" in text
+    assert text.count("#SBATCH --nodes=2") == 1 and text.count("srun ") == 3
+    path = tmp_path / "a.sbatch"
+    path.write_text(text)
+    assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
+    # run task 1's branch with srun stood in by a function that prints the environment
+    shim = tmp_path / "shim.sh"
+    shim.write_text("srun() { echo \"SPEC=$DNNBENCH_SPEC\"; }\nscontrol() { :; }\n"
+                    "export -f srun scontrol\nSLURM_ARRAY_TASK_ID=1 SLURM_JOB_NODELIST=n1 "
+                    f"bash -c \"$(cat {path})\"\n")
+    out = subprocess.run(["bash", str(shim)], capture_output=True, text=True)
+    assert "SPEC=b4" in out.stdout and ":::DNNBENCH_SLURM_EXIT 0" in out.stdout, out
+    assert BatchRun(run("x"), 1, 60).shape(o) != jobs[0].shape(o)
+    assert BatchRun(run("x"), 2, 600).shape(o) != jobs[0].shape(o)  # another time limit
+    with pytest.raises(SlurmError, match="same allocation"):
+        array_script([*jobs, BatchRun(run("x"), 1, 60)], "arr", "/o/a-%A_%a.out", o)
+
+
+def test_an_ended_jobs_status_comes_from_its_output_and_slurm():
+    from runners.slurm import EXIT_MARK, ended_by_slurm, result_from_output
+
+    assert ended_by_slurm(["x", f"{EXIT_MARK}3"]) is None  # the script ended by itself
+    assert result_from_output(["x", f"{EXIT_MARK}3"], "slurm", "s", 1.0).processes[0] \
+        .returncode == 3
+    limit = "slurmstepd: error: *** JOB 7 ON node1 CANCELLED AT 2026-01-01T00:00:00 DUE TO " \
+            "TIME LIMIT ***"
+    assert ended_by_slurm(["a", limit])[0] == "timeout"
+    assert ended_by_slurm([], "TIMEOUT")[0] == "timeout"
+    status, reason = ended_by_slurm([], "CANCELLED")
+    assert status == "failed" and "never started" in reason
+    assert "cancelled" in ended_by_slurm(["a", limit.split(" DUE")[0] + " ***"])[1]
+    assert "NODE_FAIL" in ended_by_slurm(["a"], "NODE_FAIL")[1]
+    assert "not shared" in ended_by_slurm([])[1]
+
+
+def test_submit_needs_slurm_runs(torch_env, tmp_path):
+    exp = tmp_path / "e.toml"
+    exp.write_text('name = "e"\n[defaults]\nframework = "torch"\nmodel = "googlenet"\n')
+    proc = run_cli("run", "-e", str(exp), "--submit", "--db", str(tmp_path / "r.db"))
+    assert proc.returncode == 2 and "add --launcher slurm" in proc.stderr, proc.stderr
+    proc = run_cli("run", "-e", str(exp), "--submit", "--dry-run", str(tmp_path / "d"),
+                   "--launcher", "slurm")
+    assert proc.returncode == 2 and "give one" in proc.stderr
+    proc = run_cli("collect", "--db", str(tmp_path / "none.db"))
+    assert proc.returncode == 2 and "no such results database" in proc.stderr
+    assert not (tmp_path / "none.db").exists()
+
+
+SUBMITTED = """name = "{name}"
+[defaults]
+framework = "torch"
+model = "googlenet"
+image_size = 32
+steps = 3
+warmup = 1
+trials = 2
+target_width = 0
+num_classes = 10
+threads = 1
+launcher = "slurm"
+timeout_s = 240
+[matrix]
+batch_size = {batches}
+strategy = ["single", "allreduce"]
+nodes = [1, 2]
+[[exclude]]
+strategy = "single"
+nodes = 2
+[[exclude]]
+strategy = "allreduce"
+nodes = 1
+"""
+
+
+def test_a_submitted_sweep_is_collected_later_and_loses_nothing(all_envs, slurm, tmp_path):
+    """6 runs of two shapes: two job arrays, submitted at once; the collector is killed
+    (kill -9) midway and run again: every run lands once, with a local run's columns; a
+    third collect stores nothing."""
+    db, jobs = str(tmp_path / "r.db"), str(tmp_path / "jobs")
+    exp = tmp_path / "s.toml"
+    exp.write_text(SUBMITTED.format(name="sub", batches="[2, 4, 6]"))
+    start = time.monotonic()
+    proc = run_cli("run", "-e", str(exp), "--submit", "--db", db, "--slurm-dir", jobs,
+                   env=slurm)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert time.monotonic() - start < 60  # returns without waiting for any job
+    assert "submitted 6 runs in 2 jobs" in proc.stdout, proc.stdout
+    assert len(sqlite3.connect(db).execute("SELECT job_id FROM jobs").fetchall()) == 6
+    again = run_cli("run", "-e", str(exp), "--submit", "--db", db, "--slurm-dir", jobs,
+                    env=slurm)  # in flight: not submitted twice
+    assert "submitted 0 runs" in again.stdout and "6 submitted earlier" in again.stdout
+    status = run_cli("status", "--db", db, env=slurm)
+    assert status.returncode == 0 and "sub " in status.stdout, status.stdout
+    exe = os.path.join(os.path.dirname(os.sys.executable), "dnnbench")
+    collector = subprocess.Popen([exe, "collect", "--db", db, "--wait", "--poll", "1"],
+                                 env={**os.environ, **slurm}, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not sqlite3.connect(db).execute(
+            "SELECT COUNT(*) FROM runs").fetchone()[0]:
+        time.sleep(0.5)
+    collector.kill()
+    collector.wait()
+    proc = run_cli("collect", "--db", db, "--wait", "--poll", "1", env=slurm)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = sqlite3.connect(db).execute(
+        "SELECT status, strategy, nodes, batch_size, n_trials, threads, images_per_s > 0, "
+        "replicas_identical FROM runs ORDER BY strategy, batch_size").fetchall()
+    assert rows == [("ok", "allreduce", 2, b, 2, 1, 1, 1) for b in (2, 4, 6)] + [
+        ("ok", "single", 1, b, 2, 1, 1, None) for b in (2, 4, 6)], rows
+    assert sqlite3.connect(db).execute(
+        "SELECT COUNT(*) FROM jobs WHERE collected IS NULL").fetchone() == (0,)
+    third = run_cli("collect", "--db", db, env=slurm)
+    assert "nothing to collect" in third.stdout
+    assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM runs").fetchone() == (6,)
+
+
+def test_a_cancelled_submitted_job_is_a_failed_row(torch_env, slurm, tmp_path):
+    """Held in the queue (the experiment file's [slurm] table asks to begin in an hour),
+    cancelled: collect stores a failed row saying so."""
+    db = str(tmp_path / "r.db")
+    exp = tmp_path / "c.toml"
+    exp.write_text(SUBMITTED.format(name="held", batches="[2]").replace(
+        'nodes = [1, 2]', 'nodes = [1]') + '[slurm]\nsbatch_options = ["--begin=now+3600"]\n')
+    proc = run_cli("run", "-e", str(exp), "--submit", "--db", db, "--slurm-dir",
+                   str(tmp_path / "jobs"), env=slurm)
+    assert proc.returncode == 0 and "submitted 1 runs in 1 jobs" in proc.stdout, proc.stdout
+    (job_id,) = sqlite3.connect(db).execute("SELECT job_id FROM jobs").fetchone()
+    status = run_cli("status", "--db", db, env=slurm)
+    assert status.stdout.splitlines()[1].split()[:4] == ["held", "1", "0", "0"], status.stdout
+    # where Slurm cannot be asked, a job must not look ended: nothing is stored
+    lost = run_cli("collect", "--db", db, env={**slurm, "PATH": str(tmp_path)})
+    assert lost.returncode == 2 and "cannot ask Slurm" in lost.stderr, lost.stderr
+    assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM runs").fetchone() == (0,)
+    subprocess.run(["scancel", job_id], env={**os.environ, **slurm}, check=True)
+    proc = run_cli("collect", "--db", db, env=slurm)
+    assert "1 failed" in proc.stdout, proc.stdout
+    (row,) = sqlite3.connect(db).execute("SELECT status, reason FROM runs").fetchall()
+    assert row[0] == "failed" and "cancelled" in row[1] and job_id in row[1], row
+
+
+def test_a_worker_samples_itself_where_the_harness_cannot(tmp_path):
+    """frameworks/selfsample.py in a real child process that spins one core for ~1.5 s:
+    its samples, read back by the harness, give ~1 core and its memory, measured from the
+    mark on (the start-up sleep before it is excluded)."""
+    import sys
+
+    from frameworks import events
+    from harness.telemetry import Telemetry
+
+    child = (
+        "import time, os\n"
+        "from frameworks import events\n"
+        "from frameworks.selfsample import SelfSampler\n"
+        "s = SelfSampler.from_env()\n"
+        "time.sleep(0.6)\n"
+        "s.measuring()\n"
+        "end = time.time() + 1.5\n"
+        "while time.time() < end: pass\n"
+        "events.emit(events.TELEMETRY, rank=1, **s.result())\n")
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                         env={**os.environ, "DNNBENCH_SELF_TELEMETRY": "0.2",
+                              "PYTHONPATH": str(REPO)}, timeout=60)
+    (ev,) = [events.parse(ln) for ln in out.stdout.splitlines() if events.parse(ln)]
+    assert ev["event"] == events.TELEMETRY and len(ev["samples"]) >= 8, ev
+    tel = Telemetry.from_events([ev])
+    assert {s.tag for s in tel.samples} == {"worker1"}
+    summary = tel.summary()
+    assert 0.6 < summary["cpu_cores_per_worker"] <= 1.2, summary  # the spin, not the sleep
+    assert summary["tree_rss_peak_mb"] > 5
+    assert Telemetry.from_events([{"event": "done"}]) is None
+    from frameworks.selfsample import ENV, SelfSampler
+
+    for value in ("", "0", "x"):  # not asked: nothing runs in the worker
+        os.environ[ENV] = value
+        try:
+            assert SelfSampler.from_env() is None
+        finally:
+            del os.environ[ENV]
+
+
+def test_each_slurm_task_runs_in_a_container_named_for_its_job_and_task(tmp_path):
+    """runners/container.under_slurm: the task's shell line, run here with a stand-in
+    `podman` that prints its arguments: the container is named for job, step and task,
+    labelled with the job, takes the rank variables and the plan's by name, and mounts the
+    worker source read-only; the batch script removes the job's leftovers on every node."""
+    from runners.container import SLURM_JOB_LABEL, under_slurm
+
+    procs = [ProcessSpec("worker", r, ("/opt/venv/bin/python", "-m", "frameworks.worker"),
+                         {"DNNBENCH_RANK": str(r), "DNNBENCH_THREADS": "1",
+                          "DNNBENCH_SPEC": "{}"}, cwd="/src") for r in range(2)]
+    tasks = under_slurm(procs, "localhost/dnnbench-torch:cpu", "podman", mounts=("/src",))
+    assert tasks[0].argv == tasks[1].argv  # one program for every task of the step
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "podman").write_text("#!/bin/sh\nfor a in \"$@\"; do echo \"$a\"; done\n")
+    (fake / "podman").chmod(0o755)
+    out = subprocess.run(tasks[1].argv, capture_output=True, text=True, env={
+        "PATH": f"{fake}:/usr/bin:/bin", "SLURM_JOB_ID": "42", "SLURM_STEP_ID": "0",
+        "SLURM_PROCID": "1"}).stdout.splitlines()
+    assert out[out.index("--name") + 1] == "dnnbench-slurm-42-0-1"
+    assert f"{SLURM_JOB_LABEL}=42" in out
+    passed = {out[i + 1] for i, a in enumerate(out) if a == "-e"}
+    assert {"SLURM_PROCID", "SLURM_LOCALID", "MASTER_ADDR", "TF_CONFIG", "DNNBENCH_SPEC",
+            "DNNBENCH_THREADS"} <= passed
+    assert "/src:/src:ro" in out and out[out.index("-w") + 1] == "/src"
+    assert out[-3:] == ["localhost/dnnbench-torch:cpu", "-m", "frameworks.worker"]
+    text = sbatch_script(tasks, 2, "c", "/o/c-%j.out", 60)
+    assert "podman rm -f" in text and "--ntasks-per-node=1 --overlap" in text
+    path = tmp_path / "c.sbatch"
+    path.write_text(text)
+    assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
+
+
+def test_threads_left_to_dnnbench_follow_the_jobs_allocation(monkeypatch):
+    from frameworks.contract import RunSpec, worker_threads
+    from frameworks.worker import allocated_threads, node_facts
+
+    monkeypatch.setenv("DNNBENCH_THREADS", "1")  # the plan's estimate from sinfo
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "3")
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    allocated_threads(RunSpec("torch", "alexnet"))
+    assert os.environ["DNNBENCH_THREADS"] == "1"  # not inside a job: the plan's
+    monkeypatch.setenv("SLURM_JOB_ID", "5")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    allocated_threads(RunSpec("torch", "alexnet", threads=2))
+    assert worker_threads(RunSpec("torch", "alexnet", threads=2)) == 2  # asked: kept
+    assert os.environ["OMP_NUM_THREADS"] == "1"
+    allocated_threads(RunSpec("torch", "alexnet"))
+    assert worker_threads(RunSpec("torch", "alexnet")) == 3
+    assert os.environ["OMP_NUM_THREADS"] == os.environ["MKL_NUM_THREADS"] == "3"
+    facts = node_facts()
+    assert facts["slurm_job_id"] == "5" and facts["node_cpus"] >= 1 and facts["cpu_model"]
