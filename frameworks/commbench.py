@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import statistics
 import sys
 import time
 
@@ -45,11 +44,9 @@ def main() -> int:
                 t0 = time.perf_counter()
                 lib.allreduce(buf)
                 times.append(time.perf_counter() - t0)
-            events.emit(events.COMM, rank=rank, op=getattr(lib, "OP", "allreduce"),
-                        library=job["library"],
-                        ranks=size, bytes=nbytes, times=times,
-                        median=statistics.median(times), wrong=wrong)
-        events.emit(events.DONE, rank=rank)
+            events.comm(rank, getattr(lib, "OP", "allreduce"), job["library"], size, nbytes, times,
+                        wrong)
+        events.done(rank)
     except Exception as exc:  # noqa: BLE001 - reported as a record
         events.report_exception(exc)
         return 1

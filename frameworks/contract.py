@@ -110,8 +110,12 @@ class RunSpec:
     def resolved_launcher(self) -> str:
         if self.launcher != "auto":
             return self.launcher
-        if self.strategy == "horovod":  # across emulated hosts through MPI's launch agent
-            return "mpirun" if self.link else "horovodrun"
+        if self.strategy == "horovod":
+            if not self.link:
+                return "horovodrun"
+            # across emulated hosts: mpirun through its launch agent, or, in containers
+            # (no agent in the image), each rank in its own with dnnbench's rendezvous
+            return "local" if self.env == "container" else "mpirun"
         return "local"
 
     @property
@@ -246,7 +250,9 @@ FIELDS: dict[str, Field] = {
                        "synthetic data; see `dnnbench data make`", since="0.2"),
     "loader_workers": Field(int, "data-loader processes/threads per worker (2; 0: in the "
                                  "worker)", low=0, high=256, since="0.2"),
-    "launcher": Field(str, "how processes start (auto: horovodrun for horovod, else local)",
+    "launcher": Field(str, "how processes start (auto: horovodrun for horovod, mpirun for "
+                           "it across emulated hosts, else local; local starts Horovod "
+                           "with dnnbench's own Gloo rendezvous)",
                       choices=LAUNCHERS, since="0.2"),
     "link": Field(str, "run each node in an emulated host joined at this rate (1gbit, "
                        "2gbit, unshaped; needs root; see dnnbench cluster)", since="0.2"),
@@ -360,10 +366,6 @@ LAUNCH_RULES: tuple[Rule, ...] = (
          "{resolved!r}", True,
          {"strategy": "horovod", "devices_per_node": 2, "link": "1gbit",
           "launcher": "horovodrun"}),
-    Rule(lambda s: s.strategy == "horovod" and s.resolved_launcher == "local",
-         "launcher = 'local' cannot start Horovod (it needs horovodrun's or MPI's "
-         "rendezvous); use launcher = 'horovodrun' or 'mpirun'", False,
-         {"strategy": "horovod", "devices_per_node": 2, "launcher": "local"}),
     Rule(lambda s: s.resolved_launcher == "horovodrun" and s.strategy != "horovod",
          "launcher = 'horovodrun' starts Horovod jobs only, not strategy {strategy!r}; use "
          "local or mpirun", False,
@@ -387,9 +389,11 @@ LAUNCH_RULES: tuple[Rule, ...] = (
           "cpus_per_host": 1.0}),
     Rule(lambda s: s.env == "container" and bool(s.link) and s.resolved_launcher != "local",
          "env = 'container' across emulated hosts starts each process in its own "
-         "container (local launcher); launcher {resolved!r} would need its launch agent "
-         "inside the image: use env = 'venv'", True,
-         {"env": "container", "strategy": "horovod", "nodes": 2, "link": "1gbit"}),
+         "container (local launcher; Horovod with dnnbench's own rendezvous); launcher "
+         "{resolved!r} would need its launch agent inside the image: use launcher = "
+         "'local' (or 'auto'), or env = 'venv'", True,
+         {"env": "container", "strategy": "horovod", "nodes": 2, "link": "1gbit",
+          "launcher": "mpirun"}),
 )
 
 

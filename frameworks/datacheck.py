@@ -59,9 +59,9 @@ def main() -> int:
         return 2
     rank, _, world = rank_info()
     try:
-        events.emit(events.DATA, rank=rank, **check(RunSpec.from_json(text), rank, world))
+        events.data(rank, **check(RunSpec.from_json(text), rank, world))
     except DatasetError as exc:
-        events.emit(events.ERROR, rank=rank, reason=str(exc), error_type="DatasetError")
+        events.error(str(exc), "DatasetError", rank=rank)
         return 1
     except Exception as exc:  # noqa: BLE001 - a framework's decode failure becomes a record
         events.report_exception(exc)

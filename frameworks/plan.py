@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from frameworks.contract import RunSpec
 from runners.spec import ProcessSpec
@@ -76,5 +76,32 @@ def plan(spec: RunSpec, ctx: PlanContext) -> list[ProcessSpec]:
     try:
         module = importlib.import_module(f"frameworks.{spec.framework}.plan")
     except ModuleNotFoundError:
-        return workers(spec, ctx)
-    return module.plan(spec, ctx)
+        procs = workers(spec, ctx)
+    else:
+        procs = module.plan(spec, ctx)
+    if spec.strategy == "horovod" and spec.resolved_launcher == "local":
+        procs = with_horovod_rendezvous(spec, ctx, procs)
+    return procs
+
+
+def with_horovod_rendezvous(spec: RunSpec, ctx: PlanContext,
+                            procs: list[ProcessSpec]) -> list[ProcessSpec]:
+    """Horovod started without horovodrun (the local launcher: each rank can then sit in
+    its own emulated host, container or CPU limit): the project serves Horovod's Gloo
+    rendezvous as a service process on the first host, and each rank gets its slot's
+    variables (frameworks/horovod/rendezvous.py)."""
+    from frameworks.horovod import rendezvous
+
+    hosts = [ctx.host_of(n) for n in range(spec.nodes)]
+    port = free_port()
+    iface = "lo" if all(h.startswith("127.") for h in hosts) else "eth0"
+    ranked = [replace(p, env={**p.env, "DNNBENCH_HOROVOD_RENDEZVOUS": "1",
+                              **rendezvous.plan_env(hosts, spec.devices_per_node, p.rank,
+                                                    hosts[0], port, iface)})
+              for p in procs]
+    server = ProcessSpec("rendezvous", 0, (ctx.python, "-m", "frameworks.horovod.rendezvous",
+                                           rendezvous.slots(hosts, spec.devices_per_node),
+                                           str(port)),
+                         {"PYTHONPATH": ctx.source_root, "PYTHONUNBUFFERED": "1",
+                          "PYTHONNOUSERSITE": "1"}, host=hosts[0], service=True)
+    return [server, *ranked]

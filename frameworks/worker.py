@@ -106,8 +106,8 @@ def node_facts() -> dict:
 
 def _done(rank: int, sampler: SelfSampler | None, **payload) -> None:
     if sampler is not None:
-        events.emit(events.TELEMETRY, rank=rank, **sampler.result())
-    events.emit(events.DONE, rank=rank, **payload)
+        events.telemetry(rank, **sampler.result())
+    events.done(rank, **payload)
 
 
 def run(spec: RunSpec) -> None:
@@ -116,7 +116,7 @@ def run(spec: RunSpec) -> None:
     rank, world = _rank()
     sampler = SelfSampler.from_env()
     adapter = importlib.import_module(f"frameworks.{spec.framework}.adapter")
-    events.emit(events.ENVIRONMENT, rank=rank, executable=sys.executable,
+    events.environment(rank, executable=sys.executable,
                 **_placement(), **node_facts(), **adapter.environment(spec))
     if spec.mode == "loader":
         _measure_loader(spec, rank, world, sampler)
@@ -124,14 +124,14 @@ def run(spec: RunSpec) -> None:
     trainer = adapter.build_trainer(spec, rank=rank, world_size=world)
     feed = getattr(trainer, "feed", None)
     if feed is not None:
-        events.emit(events.DATA, rank=rank, **feed.listing.summary())
+        events.data(rank, **feed.listing.summary())
     expected = cost(spec.model, spec.image_size, spec.num_classes)
     built = trainer.parameter_count()
     placement = getattr(trainer, "placement", None)
-    events.emit(events.MODEL, rank=rank, parameters=built, expected_parameters=expected.params,
-                tensors=len(expected.tensors), gradient_bytes=expected.gradient_bytes,
-                settings=trainer.settings(),
-                **({"placement": placement} if placement and rank == 0 else {}))
+    events.model(rank, trainer.settings(), parameters=built,
+                 expected_parameters=expected.params, tensors=len(expected.tensors),
+                 gradient_bytes=expected.gradient_bytes,
+                 **({"placement": placement} if placement and rank == 0 else {}))
     if built != expected.params:
         raise WorkerError(f"{spec.framework} built {spec.model} with {built:,} trainable "
                           f"parameters but the spec has {expected.params:,}: the networks "
@@ -155,7 +155,7 @@ def _device_peak(spec: RunSpec, adapter, rank: int) -> None:
         result = peak.measure(adapter.matmul_probe(spec, peak.size(spec)))
     except Exception as exc:  # noqa: BLE001 - any framework error; the run goes on
         result = {"error": f"{type(exc).__name__}: {str(exc).strip()[:200]}"}
-    events.emit(events.PEAK, rank=rank, **result)
+    events.peak(rank, **result)
 
 
 def peak_rss_bytes() -> dict[str, int]:
@@ -173,8 +173,8 @@ def _measure_loader(spec: RunSpec, rank: int, world: int,
     """Loader mode: the input pipeline's images/s with no model at all."""
     data = importlib.import_module(f"frameworks.{spec.framework}.data")
     feed = data.build_feed(spec, rank, world)
-    events.emit(events.DATA, rank=rank, **feed.listing.summary())
-    events.emit(events.MODEL, rank=rank, settings={"threads": worker_threads(spec),
+    events.data(rank, **feed.listing.summary())
+    events.model(rank, {"threads": worker_threads(spec),
                                                    **feed.settings()})
     trainer = FeedOnly(feed)
     # Prefetched batches (about 2 per loader worker) come out at memory speed: enough
@@ -185,8 +185,7 @@ def _measure_loader(spec: RunSpec, rank: int, world: int,
                              measuring=sampler.measuring if sampler is not None else None):
             started = time.time()
             result = run_trial(trainer, steps, "throughput")
-            events.emit(events.TRIAL, rank=rank, trial=trial, iter_times=result.iter_times,
-                        wall=result.wall, phases={}, started=started)
+            events.trial(rank, trial, result.iter_times, result.wall, {}, started=started)
     finally:
         feed.close()
     _done(rank, sampler, **peak_rss_bytes())
@@ -211,8 +210,7 @@ def _trials(spec: RunSpec, trainer, rank: int, world: int, steps: int,
                 # the per-phase path is separate code (TensorFlow traces a function per
                 # phase on first call): warm it too, or trial 0 times the tracing
                 run_trial(trainer, 1, "breakdown")
-            events.emit(events.WARMUP, rank=rank, steps=w.steps, settled=w.settled,
-                        times=w.times, interleaved=gate.interleaved)
+            events.warmup(rank, w.steps, w.settled, w.times, interleaved=gate.interleaved)
             if measuring is not None:
                 measuring()
         elif gate.interleaved:
@@ -230,13 +228,13 @@ def _measure(spec: RunSpec, trainer, rank: int, world: int = 1,
             # A paired throughput trial in the same process, right before each breakdown
             # trial: the cost of breakdown's syncs, measured free of between-run noise.
             paired = run_trial(trainer, spec.steps, "throughput")
-            events.emit(events.TRIAL, rank=rank, trial=trial, iter_times=paired.iter_times,
-                        wall=paired.wall, phases={}, paired=True, started=started)
+            events.trial(rank, trial, paired.iter_times, paired.wall, {}, paired=True,
+                         started=started)
             started = time.time()
         result = run_trial(trainer, spec.steps, spec.mode, spec.loss_every)
-        events.emit(events.TRIAL, rank=rank, trial=trial, iter_times=result.iter_times,
-                    wall=result.wall, phases=result.phases, started=started)
-        events.emit(events.LOSS, rank=rank, trial=trial, values=result.losses)
+        events.trial(rank, trial, result.iter_times, result.wall, result.phases,
+                     started=started)
+        events.loss(rank, trial, result.losses)
 
 
 def main() -> int:
@@ -250,10 +248,10 @@ def main() -> int:
         allocated_threads(spec)
         run(spec)
     except (WorkerError, SpecError, DatasetError) as exc:
-        events.emit(events.ERROR, reason=str(exc), error_type=type(exc).__name__)
+        events.error(str(exc), type(exc).__name__)
         return 1
     except MemoryError:
-        events.emit(events.ERROR, reason="out of memory", error_type="MemoryError")
+        events.error("out of memory", "MemoryError")
         return 1
     except Exception as exc:  # noqa: BLE001 - any framework failure becomes a record
         events.report_exception(exc)

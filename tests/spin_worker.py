@@ -27,13 +27,13 @@ def spin(n: int) -> int:
 
 def main() -> None:
     rng = random.Random(int(os.environ.get("SPIN_SEED", "0")))
-    events.emit(events.MODEL, rank=0, parameters=0, settings={})
+    events.model(0, {}, parameters=0)
     gate = Gate.from_env(int(os.environ.get("SPIN_TRIALS", "6")))
     trial = 0
     while gate.may_run(trial):
         if trial == 0:
             spin(WORK)
-            events.emit(events.WARMUP, rank=0, steps=1, settled=True, times=[])
+            events.warmup(0, 1, True, [])
         started = time.time()
         times = []
         t0 = time.perf_counter()
@@ -42,10 +42,9 @@ def main() -> None:
             spin(int(WORK * (1 + NOISE * rng.uniform(-1, 1))))
             times.append(time.perf_counter() - a)
         wall = time.perf_counter() - t0
-        events.emit(events.TRIAL, rank=0, trial=trial, iter_times=times, wall=wall,
-                    phases={}, started=started)
+        events.trial(0, trial, times, wall, {}, started=started)
         trial += 1
-    events.emit(events.DONE, rank=0)
+    events.done(0)
 
 
 if __name__ == "__main__":

@@ -114,3 +114,34 @@ def test_events_carry_version_and_time_and_parse_only_what_they_know():
     assert events.parse(newer) is None
     assert events.parse(events.PREFIX + '{"event": "gossip"}') is None
     assert events.parse('prose mentioning "event":"done"') is None
+
+
+def test_event_constructors_check_their_kinds_keys_and_parse_checks_them_too():
+    import io
+    import json
+    from contextlib import redirect_stdout
+
+    from frameworks import events
+
+    assert set(events.REQUIRED) == set(events.KINDS)  # every kind says what it carries
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        events.trial(1, 0, (0.5, 0.25), 0.75, {}, started=1.0)
+        events.comm(0, "allreduce", "gloo", 2, 1024, [0.1, 0.3, 0.2], 0)
+        events.error("disk full", "OSError", rank=2)
+        events.warmup(0, 3, True, [0.1])
+    trial, comm, error, warm = map(events.parse, buf.getvalue().splitlines())
+    assert trial["iter_times"] == [0.5, 0.25] and trial["started"] == 1.0
+    assert comm["bytes"] == 1024 and comm["median"] == 0.2
+    assert error == {**error, "reason": "disk full", "error_type": "OSError", "rank": 2}
+    assert warm["settled"] is True
+    # a worker bug fails where the event is made, naming the key
+    with pytest.raises(ValueError, match="trial event: iter_times must be list"):
+        events.emit(events.TRIAL, rank=0, trial=0, iter_times="fast", wall=1.0, phases={})
+    with pytest.raises(ValueError, match="model event: settings must be dict"):
+        events.emit(events.MODEL, rank=0)
+    with pytest.raises(ValueError, match="done event: rank must be int, got True"):
+        events.emit(events.DONE, rank=True)
+    # and a line that breaks its kind's keys is not an event the harness would index
+    lame = events.PREFIX + json.dumps({"event": "trial", "v": 1, "t": 0.0, "rank": 0})
+    assert events.parse(lame) is None

@@ -51,8 +51,7 @@ def test_horovodrun_command_is_exact():
 
 def test_launcher_rules_are_validated():
     base = dict(framework="torch", model="resnet50", devices_per_node=2)
-    with pytest.raises(SpecError, match="cannot start Horovod"):
-        validate(RunSpec(**base, strategy="horovod", launcher="local"))
+    validate(RunSpec(**base, strategy="horovod", launcher="local"))  # dnnbench's rendezvous
     with pytest.raises(SpecError, match="Horovod jobs only"):
         validate(RunSpec(**base, strategy="allreduce", launcher="horovodrun"))
     with pytest.raises(SpecError, match="scheduler, server and worker"):
@@ -85,6 +84,34 @@ def test_horovod_breakdown_measures_allreduce(all_envs, framework):
     assert row["status"] == "ok", row["output_tail"]
     # ResNet-50's ~94 MB of gradients (10 classes) through gloo: clearly measurable
     assert row["t_comm_s"] > 0.005 and row["replicas_identical"] == 1
+
+
+def test_horovod_plan_with_the_projects_rendezvous():
+    spec = RunSpec("torch", "resnet50", strategy="horovod", nodes=2, devices_per_node=2,
+                   launcher="local")
+    procs = plan(spec, PlanContext("/e/bin/python", "/src", "t",
+                                   hosts=("10.0.0.1", "10.0.0.2")))
+    server, ranks = procs[0], procs[1:]
+    assert server.service and server.host == "10.0.0.1"
+    assert server.argv[-2:] == ("10.0.0.1:2,10.0.0.2:2", ranks[0].env["HOROVOD_GLOO_RENDEZVOUS_PORT"])
+    assert [(p.host, p.env["HOROVOD_RANK"], p.env["HOROVOD_LOCAL_RANK"],
+             p.env["HOROVOD_CROSS_RANK"], p.env["HOROVOD_HOSTNAME"]) for p in ranks] == [
+        ("10.0.0.1", "0", "0", "0", "10.0.0.1"), ("10.0.0.1", "1", "1", "0", "10.0.0.1"),
+        ("10.0.0.2", "2", "0", "1", "10.0.0.2"), ("10.0.0.2", "3", "1", "1", "10.0.0.2")]
+    assert {p.env["HOROVOD_GLOO_RENDEZVOUS_ADDR"] for p in ranks} == {"10.0.0.1"}
+    assert {p.env["HOROVOD_SIZE"] for p in ranks} == {"4"}
+    # horovodrun's own launch keeps its own rendezvous
+    assert len(plan(RunSpec("torch", "resnet50", strategy="horovod", devices_per_node=2),
+                    PlanContext("/e/bin/python", "/src", "t"))) == 2
+
+
+def test_horovod_with_the_projects_rendezvous(all_envs):
+    """No horovodrun: the local launcher starts the ranks and the rendezvous service."""
+    rec, job = hvd_run(all_envs["torch"], "torch", launcher="local")
+    assert rec.row["status"] == "ok", rec.row["output_tail"]
+    assert rec.row["replicas_identical"] == 1 and rec.row["workers"] == 2
+    assert rec.row["manifest_json"]["ranks"]["0"]["settings"]["backend"] == "horovod-gloo"
+    assert [p.spec.tag for p in job.processes] == ["rendezvous0", "worker0", "worker1"]
 
 
 @needs_mpi

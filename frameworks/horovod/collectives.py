@@ -9,10 +9,12 @@ import os
 import horovod.torch as hvd
 import torch
 
+from frameworks.horovod.rendezvous import wait_then_init
+
 
 def setup(job: dict) -> tuple[int, int]:
     torch.set_num_threads(int(os.environ.get("DNNBENCH_THREADS", "1")))
-    hvd.init()
+    wait_then_init(hvd)
     return hvd.rank(), hvd.size()
 
 

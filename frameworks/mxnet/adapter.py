@@ -105,7 +105,9 @@ class MXNetTrainer(FeedPhases):
             # the local update; replicas start from rank 0's parameters.
             import horovod.mxnet as hvd
 
-            hvd.init()
+            from frameworks.horovod.rendezvous import wait_then_init
+
+            wait_then_init(hvd)
             self.hvd = hvd
             params = self.net.collect_params()
             hvd.broadcast_parameters(params, root_rank=0)

@@ -183,7 +183,9 @@ class TensorFlowTrainer(FeedPhases):
             # work with Keras 3); replicas start from rank 0's weights.
             import horovod.tensorflow as hvd
 
-            hvd.init()
+            from frameworks.horovod.rendezvous import wait_then_init
+
+            wait_then_init(hvd)
             self.hvd = hvd
             # Keras 3 variables wrap a tf.Variable (.value): Horovod assigns to those
             hvd.broadcast_variables([v.value for v in self.model.variables], root_rank=0)

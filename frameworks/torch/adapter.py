@@ -175,7 +175,9 @@ class TorchTrainer(FeedPhases):
         is the aggregation alone."""
         import horovod.torch as hvd
 
-        hvd.init()
+        from frameworks.horovod.rendezvous import wait_then_init
+
+        wait_then_init(hvd)
         self.hvd = hvd
         self.backend = "horovod-" + ("gloo" if hvd.gloo_enabled() else "mpi")
         if self.device.type == "cuda":
