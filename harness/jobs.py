@@ -117,7 +117,10 @@ def placed(spec, python: str, source_root: str, run_id: str,
     if launcher == "slurm":
         return plan(spec, slurm_context(python, source_root, run_id, slurm_options)), launcher
     if cluster is None:
-        return plan(spec, PlanContext(python, source_root, run_id)), launcher
+        procs = plan(spec, PlanContext(python, source_root, run_id))
+        if launcher == "container":  # the image's horovodrun or mpirun, or one each
+            procs = container.inside_one(procs, spec.resolved_launcher)
+        return procs, launcher
     # a host's cores: its CPU limit (a fraction of a core still runs one thread), else
     # its share of this machine's
     cores = (int(cluster.cpus_per_host) if cluster.cpus_per_host
@@ -143,8 +146,7 @@ def launch_options(spec, run_id: str, slurm_options: SlurmOptions | None,
                   + extra_mounts)
         return {"image": image["image"], "engine": image["engine"],
                 "gpus": spec.device == "cuda", "mounts": mounts, "job": f"dnnbench-{run_id}",
-                "netns": dict(zip(cluster.addresses, cluster.hosts)) if cluster else None,
-                "inner": spec.resolved_launcher}
+                "netns": dict(zip(cluster.addresses, cluster.hosts)) if cluster else None}
     if spec.resolved_launcher != "slurm":
         return {}
     return {"options": slurm_options or SlurmOptions(), "nodes": spec.nodes,

@@ -191,12 +191,14 @@ def _started(lines: list[str]) -> str | None:
     return None
 
 
-def collect_one(store: Store, job: dict) -> tuple[str | None, str]:
+def collect_one(store: Store, job: dict,
+                queued: dict[str, tuple[str, str]] | None = None) -> tuple[str | None, str]:
     """Store one submitted job's row if it has ended: (the row's status, Slurm's state),
-    or (None, state) while it is queued or running, or its output has not settled."""
+    or (None, state) while it is queued or running, or its output has not settled.
+    `queued`: squeue's answer for many jobs at once (slurm.queue_states)."""
     import json
 
-    state = slurm.job_state(job["job_id"])
+    state = slurm.job_state(job["job_id"], queued)
     if state.active:
         return None, state.state
     lines = _read(job["output"])
@@ -227,8 +229,10 @@ def collect(store: Store, experiment: str | None = None, wait: bool = False,
     summary = CollectSummary()
     while True:
         summary.waiting = {}
-        for job in store.jobs(where, params):
-            status, state = collect_one(store, job)
+        jobs = store.jobs(where, params)
+        queued = slurm.queue_states([j["job_id"] for j in jobs])
+        for job in jobs:
+            status, state = collect_one(store, job, queued)
             if status is None:
                 summary.waiting[state] = summary.waiting.get(state, 0) + 1
                 continue
@@ -256,7 +260,9 @@ def status(store: Store, experiment: str | None = None) -> list[dict]:
         where, params = "WHERE experiment = ?", (experiment,)
     rows: dict[str, dict] = {}
     stored = {(r["experiment"], r["run_id"]): r["status"] for r in store.runs(where, params)}
-    for job in store.jobs(where, params):
+    jobs = store.jobs(where, params)
+    queued = slurm.queue_states([j["job_id"] for j in jobs if not j["collected"]])
+    for job in jobs:
         row = rows.setdefault(job["experiment"], {"experiment": job["experiment"],
                                                   "pending": 0, "running": 0, "ended": 0,
                                                   "collected": 0, "ok": 0, "failed": 0})
@@ -265,7 +271,7 @@ def status(store: Store, experiment: str | None = None) -> list[dict]:
             st = stored.get((job["experiment"], job["run_id"]), "")
             row["ok" if st == "ok" else "failed"] += st != ""
             continue
-        state = slurm.job_state(job["job_id"])
+        state = slurm.job_state(job["job_id"], queued)
         if not state.active:
             row["ended"] += 1
         elif state.state == "PENDING":

@@ -247,25 +247,32 @@ def remove(engine: str, names: list[str]) -> None:
                         *names], capture_output=True, env={**os.environ, **engine_env(engine)})
 
 
+def inside_one(specs: list[ProcessSpec], launcher: str,
+               controller: str = "gloo") -> list[ProcessSpec]:
+    """The job's processes as the container launcher starts them: each in its own
+    (launcher "local"), or, for horovodrun and mpirun, the image's own launcher in one
+    container starting every rank inside it (one host)."""
+    if launcher == "horovodrun":
+        exe = str(Path(specs[0].argv[0]).parent / "horovodrun")
+        return [horovodrun.horovodrun_command(specs, exe, controller)]
+    if launcher == "mpirun":
+        return [mpirun.mpirun_command(specs, "mpirun")]
+    if launcher != "local":
+        raise ContainerError(f"launcher {launcher!r} cannot run inside a container: use "
+                             "local, horovodrun or mpirun")
+    return specs
+
+
 def launch(specs: list[ProcessSpec], timeout: float, on_line: LineCallback | None = None,
            on_start: StartCallback | None = None, image: str = "", engine: str = "podman",
            gpus: bool = False, netns: dict[str, str] | None = None,
-           mounts: tuple[str, ...] = (), job: str = "dnnbench", inner: str = "local",
-           controller: str = "gloo", cancel: threading.Event | None = None) -> JobResult:
-    """Run `specs` in containers of `image`. inner = "local": each process in its own
-    container (`netns` maps a spec's host address to the emulated host it runs in);
-    "horovodrun" or "mpirun": one container runs that launcher, the image's own, which
-    starts every rank inside it (one host)."""
+           mounts: tuple[str, ...] = (), job: str = "dnnbench",
+           cancel: threading.Event | None = None) -> JobResult:
+    """Run each of `specs` in its own container of `image` (`netns` maps a spec's host
+    address to the emulated host it runs in). A launcher inside one container (the
+    image's horovodrun or mpirun starting every rank) is one spec: `inside_one`."""
     if not image:
         raise ContainerError("the container launcher needs an image")
-    if inner == "horovodrun":
-        exe = str(Path(specs[0].argv[0]).parent / "horovodrun")
-        specs = [horovodrun.horovodrun_command(specs, exe, controller)]
-    elif inner == "mpirun":
-        specs = [mpirun.mpirun_command(specs, "mpirun")]
-    elif inner != "local":
-        raise ContainerError(f"launcher {inner!r} cannot run inside a container: use local, "
-                             "horovodrun or mpirun")
     daemon = engine in DAEMON_ENGINES
     if daemon and engine not in _REAPED:  # once per harness process, before its first job
         reap(engine)

@@ -31,11 +31,17 @@ NAME = "slurm"
 PER_RANK = {"DNNBENCH_RANK", "DNNBENCH_LOCAL_RANK", "RANK", "LOCAL_RANK", "MASTER_ADDR",
             "TF_CONFIG"}
 EXIT_MARK = ":::DNNBENCH_SLURM_EXIT "
-#: Shell: the first node of the job, by the address Slurm reaches it at (NodeAddr; a node
-#: name need not resolve, e.g. several slurmd on one host).
-FIRST_NODE_ADDR = ('first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1); '
-                   'addr=$(scontrol show node "$first" | tr " " "\\n" | '
-                   "sed -n 's/^NodeAddr=//p' | head -n 1); echo \"${addr:-$first}\"")
+#: bash: `dnnbench_node_ip NODE` prints the IPv4 address Slurm reaches NODE at: its
+#: NodeAddr (a node name need not resolve, e.g. several slurmd on one host), resolved
+#: (ps-lite's scheduler binds the address it is given: a name such as "localhost" fails).
+#: The one place a node's address is looked up.
+NODE_IP = ('dnnbench_node_ip() { local a ip; a=$(scontrol show node "$1" | tr " " "\\n" | '
+           "sed -n 's/^NodeAddr=//p' | head -n 1); "
+           'ip=$(getent ahostsv4 "${a:-$1}" | awk \'NR == 1 {print $1}\'); '
+           'echo "${ip:-${a:-$1}}"; }')
+#: Shell: the first node's address (a job step run inside an existing allocation)
+FIRST_NODE_ADDR = (NODE_IP + '; dnnbench_node_ip "$(scontrol show hostnames '
+                   '"$SLURM_JOB_NODELIST" | head -n 1)"')
 
 
 class SlurmError(RuntimeError):
@@ -168,11 +174,17 @@ def srun_line(specs: list[ProcessSpec], nodes: int, mpi: str = "",
     return cmd + list(specs[0].argv)
 
 
-#: variables that name the rendezvous host by IP address (ps-lite's scheduler binds it: a
-#: host name such as a NodeAddr of "localhost" fails to bind): the job's first node's
+#: variables that name the rendezvous host: the job's first node's IP address
 ROOT_KEYS = {"DMLC_PS_ROOT_URI"}
-ROOT_IP = ('ip=$(getent ahostsv4 "$MASTER_ADDR" | awk \'NR == 1 {print $1}\'); '
-           'echo "${ip:-$MASTER_ADDR}"')
+#: the rendezvous ports (on the first node): picked there when the job starts, since a
+#: port free on the host that planned the job says nothing of a compute node's
+PORT_KEYS = {"MASTER_PORT", "DMLC_PS_ROOT_PORT"}
+#: bash: `dnnbench_free_port` prints a TCP port nothing listens on here (the batch script
+#: runs on the job's first node, where the rendezvous binds)
+FREE_PORT = ('dnnbench_free_port() { local p; for _ in $(seq 100); do '
+             'p=$((20000 + RANDOM % 40000)); '
+             '(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }; '
+             'done; echo $((20000 + ${SLURM_JOB_ID:-0} % 40000)); }')
 #: the parameter-server roles' script, written by the batch script into the job's
 #: directory (shared with the compute nodes, as the output file is) and run by every task
 #: of the services step, each choosing its role by SLURM_PROCID
@@ -191,11 +203,11 @@ def _task_addresses(workers: list[ProcessSpec], nodes: int, per_node: int) -> li
     return [
         "# every worker's address, in task order: each builds its TF_CONFIG from it",
         "DNNBENCH_TASK_ADDRS=; i=0",
-        f'for n in $(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n {nodes}); do',
-        '  a=$(scontrol show node "$n" | tr " " "\\n" | sed -n \'s/^NodeAddr=//p\' | head -n 1)',
+        f"for k in $(seq 0 {nodes - 1}); do",
+        '  v="DNNBENCH_N$k"',
         f"  for _ in $(seq {per_node}); do",
         f'    [ "$i" -lt {len(workers)} ] || break',
-        f'    DNNBENCH_TASK_ADDRS="$DNNBENCH_TASK_ADDRS${{DNNBENCH_TASK_ADDRS:+,}}${{a:-$n}}:'
+        f'    DNNBENCH_TASK_ADDRS="$DNNBENCH_TASK_ADDRS${{DNNBENCH_TASK_ADDRS:+,}}${{!v}}:'
         f'$(({base} + i))"',
         "    i=$((i + 1))",
         "  done",
@@ -211,15 +223,17 @@ FILL = ('dnnbench_fill() { local t="$1" k=0 v; while v="DNNBENCH_N$k"; [ -n "${!
 
 
 def _node_addresses(nodes: int) -> list[str]:
-    """DNNBENCH_N0..: the IP address of every node of the job, in Slurm's order."""
+    """DNNBENCH_N0..: the IP address of every node of the job, in Slurm's order; the
+    rendezvous (MASTER_ADDR, ps-lite's root) is the first."""
     return [
+        "# every node's address, in Slurm's order; the rendezvous is on the first",
+        NODE_IP,
         "k=0",
         f'for n in $(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n {nodes}); do',
-        '  a=$(scontrol show node "$n" | tr " " "\\n" | sed -n \'s/^NodeAddr=//p\' | head -n 1)',
-        '  ip=$(getent ahostsv4 "${a:-$n}" | awk \'NR == 1 {print $1}\')',
-        '  export "DNNBENCH_N$k=${ip:-${a:-$n}}"; k=$((k + 1))',
+        '  export "DNNBENCH_N$k=$(dnnbench_node_ip "$n")"; k=$((k + 1))',
         "done",
         FILL,
+        'export MASTER_ADDR="${DNNBENCH_N0-}"',
     ]
 
 
@@ -250,6 +264,8 @@ def cluster_templates(main: list[ProcessSpec], services: list[ProcessSpec], node
 def _value(key: str, value: str, template: str | None) -> str:
     if key in ROOT_KEYS:
         return f"{key}=\"$DNNBENCH_ROOT_IP\""
+    if key in PORT_KEYS:  # the batch script's pick, inherited (srun --export=ALL)
+        return f"{key}=\"${{{key}:-{value}}}\""
     if key == "TF_CONFIG" and template is not None:
         return f"{key}=\"$(dnnbench_fill {shlex.quote(template)})\""
     return f"{key}={shlex.quote(value)}"
@@ -368,7 +384,11 @@ def _body(specs: list[ProcessSpec], nodes: int, output: str, o: SlurmOptions,
              "set -u"]
     env = {k: v for k, v in workers[0].env.items() if k not in PER_RANK}
     lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())
-              if k not in ROOT_KEYS]
+              if k not in ROOT_KEYS | PORT_KEYS]
+    ports = sorted(PORT_KEYS & {k for sp in specs for k in sp.env})
+    if ports:
+        lines += ["# the rendezvous port, free on this (the first) node", FREE_PORT]
+        lines += [f"export {k}=$(dnnbench_free_port)" for k in ports]
     # a cluster of roles with addresses (TensorFlow's parameter servers): every task's
     # TF_CONFIG names every task's node
     tf_cluster = bool(services) and all("TF_CONFIG" in sp.env for sp in specs)
@@ -376,13 +396,11 @@ def _body(specs: list[ProcessSpec], nodes: int, output: str, o: SlurmOptions,
     if tf_cluster and len(workers) != 1:
         raise SlurmError("a TensorFlow parameter-server job has one chief; this plan has "
                          f"{len(workers)}")
-    lines += ["# rendezvous on the first node, at the address Slurm knows it by",
-              f"export MASTER_ADDR=$({FIRST_NODE_ADDR})"]
+    lines += _node_addresses(nodes)
     if ROOT_KEYS & {k for sp in specs for k in sp.env}:
-        lines.append(f"export DNNBENCH_ROOT_IP=$({ROOT_IP})")
+        lines.append('export DNNBENCH_ROOT_IP="${DNNBENCH_N0-}"')
     lines += [f'export {k}="$DNNBENCH_ROOT_IP"' for k in sorted(ROOT_KEYS & set(env))]
     if tf_cluster:
-        lines += _node_addresses(nodes)
         lines.append(f'export TF_CONFIG="$(dnnbench_fill {shlex.quote(templates[0])})"')
     elif "TF_CONFIG" in workers[0].env:
         lines += _task_addresses(workers, nodes, per_node)
@@ -464,8 +482,17 @@ def _squeue_state(job_id: str) -> tuple[str, str]:
     """The job's state and its pending reason; ("", "") once Slurm no longer lists it.
     SlurmError when squeue cannot answer (no Slurm here, controller unreachable): a job
     must never look ended because nobody could be asked."""
+    return queue_states([job_id]).get(job_id, ("", ""))
+
+
+def queue_states(job_ids: list[str]) -> dict[str, tuple[str, str]]:
+    """(state, pending reason) of each listed job Slurm still lists, asked with one squeue
+    (array tasks one by one, `-r`): polling many submitted jobs costs the controller one
+    request, not one per job. SlurmError when squeue cannot answer."""
+    if not job_ids:
+        return {}
     try:
-        out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T %r"],
+        out = subprocess.run(["squeue", "-h", "-r", "-j", ",".join(job_ids), "-o", "%i %T %r"],
                              capture_output=True, text=True, timeout=120)
     except FileNotFoundError:
         raise SlurmError("squeue is not installed here: run this where Slurm's commands "
@@ -475,8 +502,15 @@ def _squeue_state(job_id: str) -> tuple[str, str]:
     if out.returncode and "Invalid job id" not in out.stderr:
         raise SlurmError(f"squeue failed (exit {out.returncode}): "
                          + (out.stderr.strip().splitlines() or [""])[-1])
-    state, _, reason = out.stdout.strip().partition(" ")
-    return state, reason.strip()
+    if out.returncode and len(job_ids) > 1:
+        # a Slurm that refuses the whole list for one id it forgot: ask one by one
+        return {j: st for one in job_ids for j, st in queue_states([one]).items()}
+    found = {}
+    for line in out.stdout.splitlines():
+        parts = line.split(None, 2)
+        if len(parts) >= 2:
+            found[parts[0]] = (parts[1], parts[2].strip() if len(parts) > 2 else "")
+    return found
 
 
 @dataclass(frozen=True)
@@ -500,11 +534,13 @@ def _seconds(text: str) -> float | None:
     return float(((d * 24 + h) * 60 + mi) * 60 + sec)
 
 
-def job_state(job_id: str) -> JobState:
-    """squeue while the job is queued or running; then `scontrol show job` (the controller
-    keeps ended jobs for MinJobAge, 5 min by default); then `sacct` (sites with
-    accounting). Nothing found means the job ended and only its output file can say how."""
-    state, reason = _squeue_state(job_id)
+def job_state(job_id: str, queued: dict[str, tuple[str, str]] | None = None) -> JobState:
+    """squeue while the job is queued or running (`queued`: what one `queue_states` of
+    many jobs said); then `scontrol show job` (the controller keeps ended jobs for
+    MinJobAge, 5 min by default); then `sacct` (sites with accounting). Nothing found
+    means the job ended and only its output file can say how."""
+    state, reason = (_squeue_state(job_id) if queued is None
+                     else queued.get(job_id, ("", "")))
     if state:
         return JobState(True, state, reason)
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+import socket
 import sqlite3
 import subprocess
 import time
@@ -35,7 +36,8 @@ def test_sbatch_script_text_and_syntax(tmp_path):
                      "#SBATCH --cpus-per-task=2", "#SBATCH --time=00:11:00",
                      "#SBATCH --partition=gpu", "#SBATCH --account=proj",
                      "#SBATCH --gpus-per-node=2", "#SBATCH --qos=debug",
-                     "#SBATCH --output=/out/job1-%j.out", "export MASTER_PORT=29500",
+                     "#SBATCH --output=/out/job1-%j.out",
+                     "export MASTER_PORT=$(dnnbench_free_port)",
                      "export DNNBENCH_THREADS=2",
                      "export DNNBENCH_SPEC=" + shlex.quote("{'a': 1}"),
                      "srun --nodes=2 --ntasks=4 --ntasks-per-node=2 --kill-on-bad-exit=1 "
@@ -45,6 +47,22 @@ def test_sbatch_script_text_and_syntax(tmp_path):
     path = tmp_path / "j.sbatch"
     path.write_text(text)
     assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
+    # the rendezvous port is picked on the first node when the job starts, skipping ports
+    # something listens on there
+    from runners.slurm import FREE_PORT
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        out = subprocess.run(["bash", "-c", FREE_PORT + "; RANDOM=1; for i in $(seq 200); do "
+                              "dnnbench_free_port; done"], capture_output=True, text=True)
+        picks = {int(x) for x in out.stdout.split()}
+        assert len(picks) > 100 and all(20000 <= p < 60000 for p in picks)
+        probe = subprocess.run(["bash", "-c", FREE_PORT.replace("RANDOM % 40000",
+                                                                f"0 + {taken - 20000}")
+                                + "; dnnbench_free_port"], capture_output=True, text=True)
+        assert int(probe.stdout) != taken  # only port it tries is busy: the fallback
     with pytest.raises(SlurmError, match="one program"):
         sbatch_script(specs(1) + specs(1, ("python", "-c", "import mxnet")), 1, "j", "o", 60)
 
