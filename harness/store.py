@@ -283,6 +283,24 @@ class Store:
                 [tuple(json.dumps(r[c], sort_keys=True) if isinstance(r.get(c), dict)
                        else r.get(c) for c in cols) for r in rows])
 
+    def set_job_ids(self, ids: dict[str, str]) -> None:
+        """Give recorded jobs (by run id) the ids sbatch answered, in one transaction."""
+        with self.conn:
+            for run_id, job_id in ids.items():
+                row = self.conn.execute("SELECT manifest_json FROM jobs WHERE run_id = ?",
+                                        (run_id,)).fetchone()
+                manifest = json.loads(row[0] or "{}") if row else {}
+                manifest.setdefault("slurm", {})["job_id"] = job_id
+                self.conn.execute("UPDATE jobs SET job_id = ?, manifest_json = ? "
+                                  "WHERE run_id = ?",
+                                  (job_id, json.dumps(manifest, sort_keys=True), run_id))
+
+    def drop_jobs(self, run_ids: list[str]) -> None:
+        """Forget jobs that were never submitted: their runs are pending again."""
+        with self.conn:
+            self.conn.executemany("DELETE FROM jobs WHERE run_id = ? AND collected IS NULL",
+                                  [(r,) for r in run_ids])
+
     def jobs(self, where: str = "", params: Iterable[Any] = ()) -> list[dict[str, Any]]:
         cur = self.conn.execute(f"SELECT * FROM jobs {where} ORDER BY submitted, job_id",
                                 tuple(params))

@@ -52,6 +52,12 @@ class CollectSummary:
         return sum(self.waiting.values())
 
 
+#: the job id of a job recorded before sbatch answered ("?", or "?_I" for array task I)
+UNSUBMITTED = "?"
+#: how long such a job may be looked for before it counts as never submitted
+RECOVER_AFTER_S = 300.0
+
+
 class SubmitError(ValueError):
     """The experiment cannot be submitted as asked; the message names the fix."""
 
@@ -78,6 +84,7 @@ def submit_experiment(exp: Experiment, store: Store, options: SlurmOptions,
                           "launcher = \"slurm\" in the file)")
     environments = sweep.check_environments(exp)
     images = sweep.check_images(exp, container_options or sweep.ContainerOptions())
+    recover_unsubmitted(store, exp.name, out)  # a stopped submit's jobs: found or resent
     source_root = jobs.worker_source_root()
     host = host_manifest()
     summary = SubmitSummary()
@@ -128,28 +135,36 @@ def submit_experiment(exp: Experiment, store: Store, options: SlurmOptions,
     for members in groups.values():
         tag = members[0][1]  # the first run's id names the script: unique per submission
         script = workdir / f"{name}-{tag}.sbatch"
+        # output files named by the submission, not the job id: known before sbatch answers
         if len(members) == 1:
             spec, run_id, job = members[0]
-            output = str(workdir / f"{name}-%j.out")
+            output = str(workdir / f"{name}-{tag}.out")
             script.write_text(slurm.sbatch_script(job.specs, job.nodes, name, output,
                                                   job.time_s, options, job.horovod))
-            job_id = slurm.submit_script(script, job.specs[0].cwd)
-            ids = [(job_id, output.replace("%j", job_id))]
+            paths = [output]
         else:
-            output = str(workdir / f"{name}-{slurm.ARRAY_OUTPUT}.out")
+            output = str(workdir / f"{name}-{tag}-%a.out")
             script.write_text(slurm.array_script([m[2] for m in members], name, output,
                                                  options))
-            job_id = slurm.submit_script(script, members[0][2].specs[0].cwd)
-            ids = [(f"{job_id}_{i}", output.replace(slurm.ARRAY_OUTPUT, f"{job_id}_{i}"))
-                   for i in range(len(members))]
-        summary.jobs.append(job_id)
+            paths = [output.replace("%a", str(i)) for i in range(len(members))]
+        # recorded before sbatch (write-ahead): a harness stopped while sbatch answers
+        # leaves rows that `collect` finds the job of again (recover_unsubmitted)
         store.add_jobs([{
-            "job_id": jid, "experiment": exp.name, "config_hash": spec.config_hash(),
-            "run_id": run_id, "output": path, "script": str(script),
-            "role": slurm.job_role(job.specs), "submitted": collecting.now_iso(),
-            "spec_json": spec.to_json(),
-            "manifest_json": {**host, "slurm": {"job_id": jid, "script": str(script)}}}
-            for (spec, run_id, job), (jid, path) in zip(members, ids)])
+            "job_id": UNSUBMITTED + (f"_{i}" if len(members) > 1 else ""),
+            "experiment": exp.name,
+            "config_hash": spec.config_hash(), "run_id": run_id, "output": path,
+            "script": str(script), "role": slurm.job_role(job.specs),
+            "submitted": collecting.now_iso(), "spec_json": spec.to_json(),
+            "manifest_json": {**host, "slurm": {"script": str(script)}}}
+            for i, ((spec, run_id, job), path) in enumerate(zip(members, paths))])
+        try:
+            job_id = slurm.submit_script(script, members[0][2].specs[0].cwd)
+        except SlurmError:
+            store.drop_jobs([m[1] for m in members])
+            raise
+        store.set_job_ids({run_id: job_id if len(members) == 1 else f"{job_id}_{i}"
+                           for i, (_, run_id, _) in enumerate(members)})
+        summary.jobs.append(job_id)
         summary.runs += len(members)
         say(f"  submitted job {job_id}" + (f" (array of {len(members)} runs)"
                                            if len(members) > 1 else "")
@@ -191,6 +206,46 @@ def _started(lines: list[str]) -> str | None:
     return None
 
 
+def recover_unsubmitted(store: Store, experiment: str | None = None,
+                        out: TextIO | None = None) -> int:
+    """Jobs recorded before sbatch answered whose harness stopped before it learnt the id
+    (kill -9, a lost session): found again by their script in the queue, or by the id
+    their output file names; ones found nowhere after RECOVER_AFTER_S were never submitted
+    and are forgotten, so the next `--submit` sends their runs. Returns how many were
+    found or forgotten."""
+    from datetime import UTC, datetime
+
+    where, params = f"WHERE job_id LIKE '{UNSUBMITTED}%' AND collected IS NULL", ()
+    if experiment:
+        where, params = where + " AND experiment = ?", (experiment,)
+    orphans = store.jobs(where, params)
+    if not orphans:
+        return 0
+    queued = slurm.queued_scripts()
+    found: dict[str, str] = {}
+    lost = []
+    for job in orphans:
+        jid = queued.get(job["script"] or "")
+        if jid:  # "?" becomes the job's id, "?_3" the array's task 3
+            found[job["run_id"]] = jid + job["job_id"][len(UNSUBMITTED):]
+            continue
+        named = slurm.job_in_output(_read(job["output"]))
+        if named:
+            found[job["run_id"]] = named
+            continue
+        age = (datetime.now(UTC)
+               - datetime.fromisoformat(job["submitted"])).total_seconds()
+        if age > RECOVER_AFTER_S:
+            lost.append(job["run_id"])
+    store.set_job_ids(found)
+    store.drop_jobs(lost)
+    if out is not None and (found or lost):
+        print(f"  recovered {len(found)} job(s) recorded before sbatch answered"
+              + (f"; {len(lost)} never reached Slurm and will be submitted again by "
+                 "`dnnbench run --submit`" if lost else ""), file=out, flush=True)
+    return len(found) + len(lost)
+
+
 def collect_one(store: Store, job: dict,
                 queued: dict[str, tuple[str, str]] | None = None) -> tuple[str | None, str]:
     """Store one submitted job's row if it has ended: (the row's status, Slurm's state),
@@ -229,7 +284,12 @@ def collect(store: Store, experiment: str | None = None, wait: bool = False,
     summary = CollectSummary()
     while True:
         summary.waiting = {}
+        recover_unsubmitted(store, experiment, out)
         jobs = store.jobs(where, params)
+        unknown = [j for j in jobs if j["job_id"].startswith(UNSUBMITTED)]
+        if unknown:
+            summary.waiting["UNKNOWN"] = len(unknown)
+            jobs = [j for j in jobs if j not in unknown]
         queued = slurm.queue_states([j["job_id"] for j in jobs])
         for job in jobs:
             status, state = collect_one(store, job, queued)
@@ -260,8 +320,10 @@ def status(store: Store, experiment: str | None = None) -> list[dict]:
         where, params = "WHERE experiment = ?", (experiment,)
     rows: dict[str, dict] = {}
     stored = {(r["experiment"], r["run_id"]): r["status"] for r in store.runs(where, params)}
+    recover_unsubmitted(store, experiment)
     jobs = store.jobs(where, params)
-    queued = slurm.queue_states([j["job_id"] for j in jobs if not j["collected"]])
+    queued = slurm.queue_states([j["job_id"] for j in jobs if not j["collected"]
+                                 and not j["job_id"].startswith(UNSUBMITTED)])
     for job in jobs:
         row = rows.setdefault(job["experiment"], {"experiment": job["experiment"],
                                                   "pending": 0, "running": 0, "ended": 0,
@@ -270,6 +332,9 @@ def status(store: Store, experiment: str | None = None) -> list[dict]:
             row["collected"] += 1
             st = stored.get((job["experiment"], job["run_id"]), "")
             row["ok" if st == "ok" else "failed"] += st != ""
+            continue
+        if job["job_id"].startswith(UNSUBMITTED):  # sbatch's answer not seen yet
+            row["pending"] += 1
             continue
         state = slurm.job_state(job["job_id"], queued)
         if not state.active:

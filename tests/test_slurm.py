@@ -601,6 +601,53 @@ def test_a_cancelled_submitted_job_is_a_failed_row(torch_env, slurm, tmp_path):
     assert row[0] == "failed" and "cancelled" in row[1] and job_id in row[1], row
 
 
+def test_a_harness_killed_while_sbatch_answers_loses_no_job(torch_env, slurm, tmp_path,
+                                                            monkeypatch):
+    """The job is recorded before sbatch runs: a harness that dies right after sbatch
+    (before it writes the id) leaves a row that the next collect finds the job of again,
+    by its script in the queue; a row whose job never reached Slurm is forgotten after
+    RECOVER_AFTER_S, so its run is submitted again."""
+    import sys
+
+    from harness import submit
+    from harness.store import Store
+
+    db = str(tmp_path / "r.db")
+    exp = tmp_path / "k.toml"
+    exp.write_text(SUBMITTED.format(name="killed", batches="[2]").replace(
+        'nodes = [1, 2]', 'nodes = [1]') + '[slurm]\nsbatch_options = ["--begin=now+3600"]\n')
+    dies = ("import os, sys\nfrom harness.store import Store\n"
+            "Store.set_job_ids = lambda self, ids: os._exit(9)\n"
+            "from harness.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+    proc = subprocess.run([sys.executable, "-c", dies, "run", "-e", str(exp), "--submit",
+                           "--db", db, "--slurm-dir", str(tmp_path / "jobs")],
+                          env={**os.environ, **slurm}, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 9, proc.stdout + proc.stderr
+    assert sqlite3.connect(db).execute("SELECT job_id FROM jobs").fetchall() == [("?",)]
+    queue = subprocess.run(["squeue", "-h", "-o", "%i %j"], env={**os.environ, **slurm},
+                           capture_output=True, text=True).stdout.split()
+    job_id = queue[queue.index("dnnbench-killed") - 1]
+    status = run_cli("status", "--db", db, env=slurm)  # not found yet: shown as pending
+    assert status.returncode == 0, status.stderr
+    proc = run_cli("collect", "--db", db, env=slurm)
+    assert proc.returncode == 0 and "recovered 1 job" in proc.stdout, proc.stdout
+    assert sqlite3.connect(db).execute("SELECT job_id FROM jobs").fetchall() == [(job_id,)]
+    subprocess.run(["scancel", job_id], env={**os.environ, **slurm}, check=True)
+    proc = run_cli("collect", "--db", db, env=slurm)
+    assert "1 failed" in proc.stdout, proc.stdout
+    # a row recorded long ago whose sbatch never ran: forgotten, its run pending again
+    for key, value in slurm.items():
+        monkeypatch.setenv(key, value)
+    store = Store(str(tmp_path / "lost.db"))
+    store.add_jobs([{"job_id": "?", "experiment": "lost", "config_hash": "h", "run_id": "r1",
+                     "output": str(tmp_path / "never.out"), "script": str(tmp_path / "x.sbatch"),
+                     "role": "slurm", "submitted": "2026-01-01T00:00:00+00:00",
+                     "spec_json": "{}", "manifest_json": {}}])
+    assert submit.recover_unsubmitted(store) == 1
+    assert store.jobs() == []
+
+
 def test_a_worker_samples_itself_where_the_harness_cannot(tmp_path):
     """frameworks/selfsample.py in a real child process that spins one core for ~1.5 s:
     its samples, read back by the harness, give ~1 core and its memory, measured from the
