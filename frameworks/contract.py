@@ -375,12 +375,6 @@ LAUNCH_RULES: tuple[Rule, ...] = (
          "has scheduler, server and worker roles; use local", False,
          {"framework": "mxnet", "strategy": "ps-sync", "ps": 1, "devices_per_node": 2,
           "launcher": "mpirun"}),
-    Rule(lambda s: (s.env == "container" and s.resolved_launcher == "slurm"
-                    and s.strategy == "horovod"),
-         "env = 'container' with Horovod under Slurm is not supported: srun starts MPI "
-         "ranks through the host's PMIx, which the image's Open MPI would have to match; "
-         "use env = 'venv' (or strategy = 'allreduce')", True,
-         {"env": "container", "strategy": "horovod", "nodes": 2, "launcher": "slurm"}),
     Rule(lambda s: s.env == "container" and s.cpus_per_host > 0,
          "env = 'container' with cpus_per_host is not supported yet: the container engine "
          "would put each container in a cgroup of its own, outside its host's limits; "

@@ -79,9 +79,23 @@ def plan(spec: RunSpec, ctx: PlanContext) -> list[ProcessSpec]:
         procs = workers(spec, ctx)
     else:
         procs = module.plan(spec, ctx)
-    if spec.strategy == "horovod" and spec.resolved_launcher == "local":
+    if dnnbench_rendezvous(spec):
         procs = with_horovod_rendezvous(spec, ctx, procs)
     return procs
+
+
+def dnnbench_rendezvous(spec: RunSpec) -> bool:
+    """Whether Horovod's ranks meet at dnnbench's own Gloo rendezvous: started by the
+    local launcher, or as Slurm tasks in containers (srun cannot start the image's MPI
+    through the host's PMIx); else horovodrun's, or MPI's."""
+    return spec.strategy == "horovod" and (
+        spec.resolved_launcher == "local"
+        or (spec.resolved_launcher == "slurm" and spec.env == "container"))
+
+
+def slurm_mpi(spec: RunSpec) -> bool:
+    """Whether srun starts the ranks as MPI processes (`--mpi`): Horovod in a venv."""
+    return spec.strategy == "horovod" and not dnnbench_rendezvous(spec)
 
 
 def with_horovod_rendezvous(spec: RunSpec, ctx: PlanContext,
@@ -92,16 +106,27 @@ def with_horovod_rendezvous(spec: RunSpec, ctx: PlanContext,
     variables (frameworks/horovod/rendezvous.py)."""
     from frameworks.horovod import rendezvous
 
-    hosts = [ctx.host_of(n) for n in range(spec.nodes)]
     port = free_port()
-    iface = "lo" if all(h.startswith("127.") for h in hosts) else "eth0"
-    ranked = [replace(p, env={**p.env, "DNNBENCH_HOROVOD_RENDEZVOUS": "1",
-                              **rendezvous.plan_env(hosts, spec.devices_per_node, p.rank,
-                                                    hosts[0], port, iface)})
-              for p in procs]
+    if spec.resolved_launcher == "slurm":
+        # nodes known once allocated: each rank takes its slot from its task, the
+        # batch script gives the first node's address and a port free there
+        hosts = [rendezvous.node_name(n) for n in range(spec.nodes)]
+        common = {rendezvous.MODE: "slurm", rendezvous.ADDR: ctx.host_of(0),
+                  rendezvous.PORT: str(port)}
+        ranked = [replace(p, env={**p.env, **common}) for p in procs]
+        server_env = {rendezvous.ADDR: ctx.host_of(0), rendezvous.PORT: str(port)}
+    else:
+        hosts = [ctx.host_of(n) for n in range(spec.nodes)]
+        iface = "lo" if all(h.startswith("127.") for h in hosts) else "eth0"
+        ranked = [replace(p, env={**p.env, rendezvous.MODE: "1",
+                                  **rendezvous.plan_env(hosts, spec.devices_per_node,
+                                                        p.rank, hosts[0], port, iface)})
+                  for p in procs]
+        server_env = {}
     server = ProcessSpec("rendezvous", 0, (ctx.python, "-m", "frameworks.horovod.rendezvous",
                                            rendezvous.slots(hosts, spec.devices_per_node),
                                            str(port)),
                          {"PYTHONPATH": ctx.source_root, "PYTHONUNBUFFERED": "1",
-                          "PYTHONNOUSERSITE": "1"}, host=hosts[0], service=True)
+                          "PYTHONNOUSERSITE": "1", **server_env}, host=ctx.host_of(0),
+                         service=True)
     return [server, *ranked]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import frameworks
 import runners
-from frameworks.plan import PlanContext, plan
+from frameworks.plan import PlanContext, plan, slurm_mpi
 from harness import envs, telemetry
 from runners import container, emulated
 from runners.process import LineCallback, StartCallback
@@ -150,7 +150,7 @@ def launch_options(spec, run_id: str, slurm_options: SlurmOptions | None,
     if spec.resolved_launcher != "slurm":
         return {}
     return {"options": slurm_options or SlurmOptions(), "nodes": spec.nodes,
-            "horovod": spec.strategy == "horovod", "job_name": f"dnnbench-{run_id}"}
+            "horovod": slurm_mpi(spec), "job_name": f"dnnbench-{run_id}"}
 
 
 def slurm_tasks(procs: list, spec, image: dict | None, source_root: str,

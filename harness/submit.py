@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from frameworks.contract import RunSpec
+from frameworks.plan import slurm_mpi
 from harness import collect as collecting
 from harness import jobs
 from harness.experiment import Experiment
@@ -123,7 +124,7 @@ def submit_experiment(exp: Experiment, store: Store, options: SlurmOptions,
             say(f"  {sweep.describe(spec)}: failed: {exc}")
             continue
         todo.append((spec, run_id, BatchRun(procs, spec.nodes, spec.timeout_s,
-                                            spec.strategy == "horovod")))
+                                            slurm_mpi(spec))))
     if not todo:
         return summary
     workdir = Path(options.workdir).resolve()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from frameworks import events, gate
+from frameworks.plan import slurm_mpi
 from harness import collect, envs, interleave, jobs, noise, repeat
 from harness.experiment import Experiment
 from harness.jobs import slurm_context, slurm_plan, variant_for, worker_source_root
@@ -139,7 +140,7 @@ def write_sbatch_scripts(exp: Experiment, directory: str,
         path = out_dir / f"{name}.sbatch"
         path.write_text(sbatch_script(procs, spec.nodes, name, str(out_dir / f"{name}-%j.out"),
                                       spec.timeout_s, slurm_options,
-                                      spec.strategy == "horovod"))
+                                      slurm_mpi(spec)))
         written.append(path)
     return written
 

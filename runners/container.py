@@ -117,7 +117,7 @@ def container_command(spec: ProcessSpec, image: str, engine: str = "podman",
 #: What a container under Slurm takes from its task's environment, by name (`-e NAME`):
 #: srun sets the rank variables per task, and the batch script the job's addresses, known
 #: only once allocated; the plan's own variables are added per job (`under_slurm`).
-SLURM_PASS = ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_NODEID",
+SLURM_PASS = ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_NODEID", "SLURM_NNODES",
               "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURMD_NODENAME", "SLURM_CPUS_PER_TASK",
               "SLURM_CPUS_ON_NODE", "SLURM_JOB_NODELIST", "MASTER_ADDR", "TF_CONFIG",
               "DNNBENCH_TASK_ADDRS", "DNNBENCH_ROOT_IP")

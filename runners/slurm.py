@@ -178,10 +178,10 @@ def srun_line(specs: list[ProcessSpec], nodes: int, mpi: str = "",
 
 
 #: variables that name the rendezvous host: the job's first node's IP address
-ROOT_KEYS = {"DMLC_PS_ROOT_URI"}
+ROOT_KEYS = {"DMLC_PS_ROOT_URI", "HOROVOD_GLOO_RENDEZVOUS_ADDR"}
 #: the rendezvous ports (on the first node): picked there when the job starts, since a
 #: port free on the host that planned the job says nothing of a compute node's
-PORT_KEYS = {"MASTER_PORT", "DMLC_PS_ROOT_PORT"}
+PORT_KEYS = {"MASTER_PORT", "DMLC_PS_ROOT_PORT", "HOROVOD_GLOO_RENDEZVOUS_PORT"}
 #: bash: `dnnbench_free_port` prints a TCP port nothing listens on here (the batch script
 #: runs on the job's first node, where the rendezvous binds)
 FREE_PORT = ('dnnbench_free_port() { local p; for _ in $(seq 100); do '

@@ -143,9 +143,11 @@ def test_container_env_validation():
 
     with pytest.raises(SpecError, match="env = 'vm' is not one of: venv, container"):
         validate(RunSpec("torch", "resnet50", env="vm"))
-    with pytest.raises(UnsupportedError, match="env = 'container' with Horovod under Slurm"):
-        validate(RunSpec("torch", "resnet50", env="container", strategy="horovod",
-                         devices_per_node=2, launcher="slurm"))
+    with pytest.raises(UnsupportedError, match="would need its launch agent inside the image"):
+        validate(RunSpec("torch", "resnet50", env="container", strategy="horovod", nodes=2,
+                         link="1gbit", launcher="mpirun"))
+    validate(RunSpec("torch", "resnet50", env="container", strategy="horovod",
+                     devices_per_node=2, launcher="slurm"))  # dnnbench's rendezvous
     validate(RunSpec("torch", "resnet50", env="container", strategy="allreduce", nodes=2,
                      launcher="slurm"))  # each Slurm task in its own container
     validate(RunSpec("torch", "resnet50", env="container", strategy="horovod",
@@ -515,6 +517,27 @@ def test_slurm_tasks_run_in_containers_and_leave_none(torch_image, slurm, tmp_pa
             # one at a time: `podman rm -f A B` removes neither when A is already gone
             subprocess.run(["podman", "rm", "-f", name], env=images_env(), capture_output=True)
         assert _containers("dnnbench-slurm-") == []
+
+
+def test_horovod_in_containers_under_slurm_meets_at_dnnbenchs_rendezvous(
+        torch_image, slurm, tmp_path):  # noqa: F811
+    """Horovod on 2 Slurm nodes, each rank in the torch image: srun cannot start the
+    image's MPI, so the ranks take their slots from their tasks and meet at the
+    rendezvous service dnnbench runs in the services step."""
+    db, jobs = str(tmp_path / "r.db"), tmp_path / "jobs"
+    proc = run_cli("run", "--framework", "torch", "--strategy", "horovod", *SLURM_COMMON,
+                   "--env", "container", "--db", db, "--slurm-dir", str(jobs), env=slurm)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    row = sqlite3.connect(db).execute(
+        "SELECT status, env, nodes, n_trials, replicas_identical, manifest_json, output_tail "
+        "FROM runs").fetchone()
+    assert row[:5] == ("ok", "container", 2, 2, 1), row
+    ranks = json.loads(row[5])["ranks"]
+    assert {r["settings"]["backend"] for r in ranks.values()} == {"horovod-gloo"}
+    assert {r["slurmd_nodename"] for r in ranks.values()} == {"node1", "node2"}
+    script = next(jobs.glob("*.sbatch")).read_text()
+    assert "--mpi=" not in script and "frameworks.horovod.rendezvous" in script
+    assert _containers("dnnbench-slurm-") == []
 
 
 def test_removing_a_jobs_containers_survives_ones_already_gone(torch_image):

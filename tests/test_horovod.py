@@ -105,6 +105,31 @@ def test_horovod_plan_with_the_projects_rendezvous():
                     PlanContext("/e/bin/python", "/src", "t"))) == 2
 
 
+def test_horovod_slots_from_slurm_tasks():
+    """Under Slurm in containers: one rendezvous service on the first node, ranks that
+    take their slot from their task, srun without --mpi."""
+    from frameworks.horovod import rendezvous
+    from frameworks.plan import slurm_mpi
+
+    spec = RunSpec("torch", "resnet50", strategy="horovod", nodes=2, launcher="slurm",
+                   env="container")
+    procs = plan(spec, PlanContext("/e/bin/python", "/src", "t"))
+    assert [p.role for p in procs] == ["rendezvous", "worker", "worker"]
+    assert procs[0].service and procs[0].argv[-2] == "node0:1,node1:1"
+    assert {p.env[rendezvous.MODE] for p in procs[1:]} == {"slurm"}
+    assert "HOROVOD_RANK" not in procs[1].env  # from the task, not the plan
+    assert not slurm_mpi(spec) and slurm_mpi(RunSpec("torch", "resnet50", strategy="horovod",
+                                                     nodes=2, launcher="slurm"))
+    task = {"SLURM_NNODES": "2", "SLURM_NTASKS": "4", "SLURM_NODEID": "1",
+            "SLURM_LOCALID": "0", "SLURM_PROCID": "2", rendezvous.ADDR: "127.0.0.1",
+            rendezvous.PORT: "29999"}
+    slot = rendezvous.from_slurm(task)
+    assert slot == {**slot, "HOROVOD_RANK": "2", "HOROVOD_SIZE": "4", "HOROVOD_LOCAL_RANK": "0",
+                    "HOROVOD_LOCAL_SIZE": "2", "HOROVOD_CROSS_RANK": "1",
+                    "HOROVOD_CROSS_SIZE": "2", "HOROVOD_HOSTNAME": "node1",
+                    "HOROVOD_GLOO_IFACE": "lo"}  # the interface that reaches 127.0.0.1
+
+
 def test_horovod_with_the_projects_rendezvous(all_envs):
     """No horovodrun: the local launcher starts the ranks and the rendezvous service."""
     rec, job = hvd_run(all_envs["torch"], "torch", launcher="local")

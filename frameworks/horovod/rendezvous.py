@@ -44,11 +44,62 @@ def plan_env(hosts: list[str], per_host: int, rank: int, server: str, port: int,
             "HOROVOD_CROSS_SIZE": str(len(hosts))}
 
 
+#: DNNBENCH_HOROVOD_RENDEZVOUS: "1" when the plan gave each rank its slot ("static"),
+#: "slurm" when each rank takes it from its Slurm task (`from_slurm`)
+MODE = "DNNBENCH_HOROVOD_RENDEZVOUS"
+
+
+def node_name(node: int) -> str:
+    """A Slurm node's name in the slot plan: Horovod uses host names only to name the
+    local and cross scopes, so the store and the ranks need only agree on them."""
+    return f"node{node}"
+
+
+def from_slurm(env: dict[str, str]) -> dict[str, str]:
+    """A rank's slot variables from its Slurm task (block distribution, as the batch
+    script's srun asks): rank SLURM_PROCID, node SLURM_NODEID, and the interface that
+    reaches the rendezvous (that node's address, whatever its name)."""
+    nodes = int(env.get("SLURM_NNODES") or env.get("SLURM_JOB_NUM_NODES") or 1)
+    size = int(env["SLURM_NTASKS"])
+    node, local = int(env["SLURM_NODEID"]), int(env["SLURM_LOCALID"])
+    return {"HOROVOD_RANK": env["SLURM_PROCID"], "HOROVOD_SIZE": str(size),
+            "HOROVOD_LOCAL_RANK": str(local), "HOROVOD_LOCAL_SIZE": str(size // nodes),
+            "HOROVOD_CROSS_RANK": str(node), "HOROVOD_CROSS_SIZE": str(nodes),
+            "HOROVOD_HOSTNAME": node_name(node), "HOROVOD_CONTROLLER": "gloo",
+            "HOROVOD_CPU_OPERATIONS": "gloo",
+            "HOROVOD_GLOO_IFACE": interface_towards(env[ADDR], int(env[PORT]))}
+
+
+def interface_towards(addr: str, port: int) -> str:
+    """The name of this host's interface whose address the kernel would use to reach
+    `addr` (Gloo binds an interface by name; compute nodes name theirs differently)."""
+    import fcntl
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect((addr, port))  # UDP: picks the route, sends nothing
+        local = probe.getsockname()[0]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _, name in socket.if_nameindex():
+            try:
+                raw = fcntl.ioctl(s.fileno(), 0x8915,  # SIOCGIFADDR
+                                  struct.pack("256s", name.encode()[:15]))
+            except OSError:
+                continue
+            if socket.inet_ntoa(raw[20:24]) == local:
+                return name
+    raise RuntimeError(f"no interface of this host has {local}, the address that reaches "
+                       f"Horovod's rendezvous at {addr}")
+
+
 def wait_then_init(hvd: Any) -> None:
     """`hvd.init()`, after the store answers when dnnbench runs it (ADDR set without
-    horovodrun's own driver): a rank that asks before the store listens fails for good."""
+    horovodrun's own driver): a rank that asks before the store listens fails for good.
+    Under Slurm the rank first takes its slot from its task (`from_slurm`)."""
     addr, port = os.environ.get(ADDR), os.environ.get(PORT)
-    if addr and port and os.environ.get("DNNBENCH_HOROVOD_RENDEZVOUS") == "1":
+    if addr and port and os.environ.get(MODE) == "slurm":
+        os.environ.update(from_slurm(dict(os.environ)))
+    if addr and port and os.environ.get(MODE) in ("1", "slurm"):
         deadline = time.monotonic() + WAIT_S
         while True:
             try:
@@ -78,4 +129,5 @@ def serve(hosts: str, port: int) -> None:
 if __name__ == "__main__":
     if len(sys.argv) != 3:
         sys.exit("usage: python -m frameworks.horovod.rendezvous HOST:SLOTS[,...] PORT")
-    serve(sys.argv[1], int(sys.argv[2]))
+    # under Slurm the port is picked on the first node when the job starts (runners/slurm)
+    serve(sys.argv[1], int(os.environ.get(PORT) or sys.argv[2]))
