@@ -197,6 +197,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "workers, then predict every run with more (a prediction, "
                              "not a fit); exits 1 if a strategy misses the targets "
                              "(median |error| <= 10%%, worst <= 25%%)")
+    p_pred.add_argument("--pooled-links", action="store_true",
+                        help="with --holdout: fit one link per library, link and CPU limit "
+                             "over all networks' 2-worker runs, instead of each curve's "
+                             "link from its own 2-worker run")
     p_pred.add_argument("--experiment", help="with --validate: only this experiment's runs")
     p_pred.add_argument("--links", action="store_true", help="list link profiles and exit")
 
@@ -962,6 +966,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
         return 0
     if args.holdout and not args.validate:
         raise UserError("--holdout is a kind of --validate: use --validate --holdout")
+    if args.pooled_links and not args.holdout:
+        raise UserError("--pooled-links chooses how --holdout fits links: use --validate "
+                        "--holdout --pooled-links")
     if args.validate:
         if not Path(args.db).is_file():
             raise UserError(f"results database {args.db} does not exist")
@@ -970,7 +977,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
             with Store(args.db) as store:
                 try:
-                    result = holdout.validate(store, args.experiment)
+                    result = holdout.validate(store, args.experiment,
+                                              pooled=args.pooled_links)
                 except holdout.HoldoutError as exc:
                     raise UserError(str(exc)) from None
             print(holdout.table(result))

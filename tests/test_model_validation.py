@@ -152,3 +152,50 @@ def test_holdout_on_a_tiny_real_scaling_run(torch_env, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "efficiency falls as workers grow (torch googlenet allreduce @ 1gbit) " \
            "[measured (emulated)]: x2 " in proc.stdout
+
+
+def test_holdout_fits_each_curves_link_from_its_own_two_worker_run(tmp_path):
+    """Two networks whose allreduce costs differ per byte on the same link (fixed
+    per-step costs, per-tensor overheads): the per-curve fit carries each network's own
+    2-worker cost to 4 and 8 workers exactly, where one link pooled over both networks
+    cannot; `--pooled-links` gives the pooled fit, and the table says which was used."""
+    from dataclasses import replace
+
+    from frameworks.contract import RunSpec
+    from harness.perfmodel import holdout, network
+    from harness.perfmodel.predict import Compute, predict
+    from harness.store import RunRecord
+    from tests.conftest import run_cli
+
+    db = tmp_path / "h.db"
+    truth = {"googlenet": (0.16, 1 / 0.05e9), "resnet50": (0.7, 1 / 0.08e9)}
+    with Store(str(db)) as store:
+        for model, (t1, beta) in truth.items():
+            for nodes in (1, 2, 4, 8):
+                spec = RunSpec("torch", model, batch_size=8, image_size=32, num_classes=10,
+                               strategy="single" if nodes == 1 else "allreduce",
+                               nodes=nodes, link="1gbit", cpus_per_host=0.25, threads=1)
+                row = {"run_id": f"{model}{nodes}", "experiment": "e", "started": f"{nodes}",
+                       "status": "ok", "config_hash": spec.config_hash(),
+                       "spec_json": spec.to_json(), "framework": "torch", "model": model,
+                       "mode": "throughput", "workers": nodes, "batch_size": 8,
+                       "image_size": 32, "device": "cpu", "strategy": spec.strategy,
+                       "link": "1gbit", "cpus_per_host": 0.25, "threads": 1,
+                       "cpu_cores_per_worker": 0.25}
+                t = t1
+                if nodes > 1:
+                    sc = holdout._scenario(row)
+                    lk = network.Link("truth", 0.0, beta)
+                    t = predict(replace(sc, intra=lk, inter=lk),
+                                Compute(t1 / 3, 2 * t1 / 3)).t_iter
+                row.update(t_iter_s=t, images_per_s=8 / t)
+                assert store.add(RunRecord(row))
+        own = holdout.validate(store)
+        pooled = holdout.validate(store, pooled=True)
+    assert len(own.rows) == 4 and all(abs(r.error) < 1e-6 for r in own.rows), own.rows
+    assert max(abs(r.error) for r in pooled.rows) > 0.02
+    assert "beta from the curve's own run googlenet2" in holdout.table(own)
+    proc = run_cli("predict", "--validate", "--holdout", "--pooled-links", "--db", str(db))
+    assert proc.returncode in (0, 1) and "links pooled per link family):" in proc.stdout
+    bad = run_cli("predict", "--pooled-links", "--db", str(db))
+    assert bad.returncode == 2 and "--validate --holdout --pooled-links" in bad.stderr

@@ -7,10 +7,15 @@ more workers is predicted from those inputs alone:
 * compute per iteration: the curve's 1-worker run (its breakdown split when there is one);
   with fixed compute per emulated host (`cpus_per_host`) a worker computes as fast among
   many hosts as alone, so this input holds at every scale;
-* the link's alpha (per message) and beta (per byte): beta from the curve family's
-  2-worker runs (the exposed communication they measured, t_iter - compute), alpha from a
-  2-rank commbench on the same link when one is stored, else both by least squares when
-  the 2-worker runs span several gradient sizes, else alpha = 0 (said so);
+* the link's alpha (per message) and beta (per byte), by default per curve: beta from the
+  curve's own 2-worker run (the exposed communication it measured, t_iter - compute),
+  alpha from a 2-rank commbench on the same link when one is stored, else 0 (said so).
+  Such a beta is that network's effective cost per byte on the link, its fixed per-step
+  costs included, and the model's structure (ring steps, bytes per worker, PS fan-in)
+  carries it to more workers. A curve without a 2-worker run of its own (more servers
+  than two hosts hold) takes its link family's pooled fit; `pooled=True` uses that fit
+  for every curve: beta from all the family's 2-worker runs, alpha from commbench, else
+  by least squares when they span several gradient sizes, else 0;
 * everything else (ring steps, PS placement, message counts) is the model's structure.
 
 A curve is the runs that differ only in their worker count. Communication is modelled
@@ -74,6 +79,7 @@ class Result:
     rows: list[HeldOut] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # curves that could not be validated
     links: dict[str, str] = field(default_factory=dict)  # link family -> fitted values
+    pooled: bool = False  # every curve used its family's pooled link fit
 
     def by_strategy(self) -> dict[str, dict[str, float | bool]]:
         out: dict[str, dict[str, float | bool]] = {}
@@ -155,8 +161,9 @@ def _fit_link(points: list[tuple[float, float, float]], alpha: float | None
     return 0.0, beta, "alpha = 0 assumed (one gradient size among the fit runs)"
 
 
-def validate(store: Store, experiment: str | None = None) -> Result:
-    """Fit on runs with <= FIT_MAX_WORKERS workers, predict the larger ones."""
+def validate(store: Store, experiment: str | None = None, pooled: bool = False) -> Result:
+    """Fit on runs with <= FIT_MAX_WORKERS workers, predict the larger ones (the link
+    per curve, or per link family with `pooled`)."""
     from harness.commbench import fitted_link
 
     where = f"WHERE status = 'ok' AND mode = 'throughput' AND {SYNTHETIC}"
@@ -170,7 +177,7 @@ def validate(store: Store, experiment: str | None = None) -> Result:
     for r in runs:
         if r["strategy"] in STRATEGY_MAP:
             curves.setdefault(_key(r), []).append(r)
-    result = Result()
+    result = Result(pooled=pooled)
     scales = sorted({r["workers"] for r in runs})
     big = [c for c in curves.values() if any(r["workers"] > FIT_MAX_WORKERS for r in c)]
     if not big or not any(r["workers"] <= FIT_MAX_WORKERS for r in runs):
@@ -182,6 +189,7 @@ def validate(store: Store, experiment: str | None = None) -> Result:
             "Run a scaling curve, e.g. dnnbench run -e experiments/scaling-emulated.toml")
     # 1. compute per curve, and the fit points of each link family
     fits: dict[tuple, list[tuple[float, float, float, str]]] = {}
+    own_fits: dict[tuple, list[tuple[float, float, float, str]]] = {}
     plans = []
     for curve in big:
         sample = curve[0]
@@ -195,34 +203,52 @@ def validate(store: Store, experiment: str | None = None) -> Result:
         for r in curve:
             if 1 < r["workers"] <= FIT_MAX_WORKERS:
                 a, b = _coefficients(_scenario(r), compute)
-                fits.setdefault(_family(r), []).append(
-                    (a, b, r["t_iter_s"] - compute.total, r["run_id"]))
+                point = (a, b, r["t_iter_s"] - compute.total, r["run_id"])
+                fits.setdefault(_family(r), []).append(point)
+                own_fits.setdefault(_key(r), []).append(point)
         plans.append((curve, base, compute))
     # 2. one link per family, fitted on its <= 2-worker runs
     links: dict[tuple, tuple[float, float, str]] = {}
+    bench_alpha: dict[tuple, float | None] = {}
     for fam, pts in fits.items():
         lib, link_name, cpus = fam
         # commbench runs without host limits: its alpha is that link's only when the
         # training runs had none either (a quota adds waiting to every message)
         bench = fitted_link(store, lib, 2, link_name) if lib and not cpus else None
-        alpha, beta, how = _fit_link([(a, b, y) for a, b, y, _ in pts],
-                                     bench.alpha if bench else None)
+        bench_alpha[fam] = bench.alpha if bench else None
+        alpha, beta, how = _fit_link([(a, b, y) for a, b, y, _ in pts], bench_alpha[fam])
         runs_used = ", ".join(run_id for *_, run_id in pts)
         links[fam] = (alpha, beta, f"{how}; beta from runs {runs_used}")
         bw = 1 / beta / 1e9 if beta else float("inf")
         result.links[f"{lib} @ {link_name}" + (f", {fam[2]:g} CPU/host" if fam[2] else "")] = (
             f"alpha {alpha * 1e6:.0f} us, {bw:.3f} GB/s ({links[fam][2]})")
+    # 2b. or one per curve, from its own 2-worker run(s): alpha from commbench, else 0
+    curve_links: dict[tuple, tuple[float, float, str]] = {}
+    for key, pts in ({} if pooled else own_fits).items():
+        fam = _family(next(r for c, _, _ in plans for r in c if _key(r) == key))
+        alpha = bench_alpha.get(fam)
+        al, be, how = _fit_link([(a, b, y) for a, b, y, _ in pts],
+                                alpha if alpha is not None else 0.0)
+        how = ("alpha from commbench" if alpha is not None
+               else "alpha = 0 assumed") + ", beta from the curve's own run " + \
+            ", ".join(run_id for *_, run_id in pts)
+        curve_links[key] = (al, be, how)
     # 3. predict every larger run from those inputs alone
     for curve, _, compute in plans:
         for r in sorted(curve, key=lambda x: x["workers"]):
             if r["workers"] <= FIT_MAX_WORKERS:
                 continue
             fam = _family(r)
-            if fam not in links:
+            if _key(r) in curve_links:
+                alpha, beta, how = curve_links[_key(r)]
+            elif fam in links:
+                alpha, beta, how = links[fam]
+                if not pooled:
+                    how = "no 2-worker run of this curve: its link family's pooled fit, " + how
+            else:
                 result.skipped.append(f"{_label(r)}: no 2-worker run on its link to fit "
                                       "the link from")
                 continue
-            alpha, beta, how = links[fam]
             sc = _scenario(r)
             lk = network.Link("fitted", alpha, beta)
             p = predict(replace(sc, intra=lk, inter=lk), compute)
@@ -255,7 +281,9 @@ def table(result: Result) -> str:
                      f"{TARGET_WORST:.0%}) over {v['n']} held-out run(s): "
                      + ("PASS" if v["pass"] else "FAIL"))
     lines.append("")
-    lines.append(f"fitted only on runs with <= {FIT_MAX_WORKERS} workers:")
+    lines.append(f"fitted only on runs with <= {FIT_MAX_WORKERS} workers (links pooled per "
+                 "link family" + ("" if result.pooled else "; used only by curves without a "
+                                  "2-worker run of their own") + "):")
     for fam, txt in result.links.items():
         lines.append(f"  link {fam}: {txt}")
     for r in result.rows:
