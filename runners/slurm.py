@@ -385,8 +385,9 @@ def _body(specs: list[ProcessSpec], nodes: int, output: str, o: SlurmOptions,
              + (", and one per service (scheduler, server, ps, serving worker) in a step "
                 "of their own" if services else ""),
              "set -u",
-             f'if [ -n "${{SLURM_ARRAY_JOB_ID-}}" ]; then echo "{JOB_MARK}$SLURM_ARRAY_JOB_ID'
-             f'_$SLURM_ARRAY_TASK_ID"; else echo "{JOB_MARK}${{SLURM_JOB_ID-}}"; fi']
+             f'if [ -n "${{SLURM_ARRAY_JOB_ID-}}" ]; then echo "{JOB_MARK}'
+             f'${{SLURM_ARRAY_JOB_ID}}_${{SLURM_ARRAY_TASK_ID}}"; else echo "{JOB_MARK}'
+             f'${{SLURM_JOB_ID-}}"; fi']
     env = {k: v for k, v in workers[0].env.items() if k not in PER_RANK}
     lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())
               if k not in ROOT_KEYS | PORT_KEYS]

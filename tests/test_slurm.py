@@ -468,10 +468,13 @@ def test_job_array_runs_each_task_its_own_run(tmp_path):
     # run task 1's branch with srun stood in by a function that prints the environment
     shim = tmp_path / "shim.sh"
     shim.write_text("srun() { echo \"SPEC=$DNNBENCH_SPEC\"; }\nscontrol() { :; }\n"
-                    "export -f srun scontrol\nSLURM_ARRAY_TASK_ID=1 SLURM_JOB_NODELIST=n1 "
+                    "export -f srun scontrol\nSLURM_ARRAY_JOB_ID=7 SLURM_ARRAY_TASK_ID=1 "
+                    "SLURM_JOB_NODELIST=n1 "
                     f"bash -c \"$(cat {path})\"\n")
     out = subprocess.run(["bash", str(shim)], capture_output=True, text=True)
     assert "SPEC=b4" in out.stdout and ":::DNNBENCH_SLURM_EXIT 0" in out.stdout, out
+    # the task names its job first: found again even if its id was never recorded
+    assert out.stdout.splitlines()[0] == ":::DNNBENCH_SLURM_JOB 7_1", out
     assert BatchRun(run("x"), 1, 60).shape(o) != jobs[0].shape(o)
     assert BatchRun(run("x"), 2, 600).shape(o) != jobs[0].shape(o)  # another time limit
     with pytest.raises(SlurmError, match="same allocation"):
