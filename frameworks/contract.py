@@ -366,6 +366,14 @@ LAUNCH_RULES: tuple[Rule, ...] = (
          "{resolved!r}", True,
          {"strategy": "horovod", "devices_per_node": 2, "link": "1gbit",
           "launcher": "horovodrun"}),
+    Rule(lambda s: (s.strategy == "horovod" and bool(s.link) and s.env == "venv"
+                    and s.resolved_launcher == "local"),
+         "launcher = 'local' cannot run Horovod across emulated hosts in venvs: Horovod "
+         "0.28's process-set Gloo context ignores HOROVOD_GLOO_IFACE and binds the address "
+         "the host name resolves to, loopback inside an emulated host (containers get a "
+         "host name that resolves to their lab address); use launcher = 'mpirun' (the "
+         "default) or env = 'container'", True,
+         {"strategy": "horovod", "nodes": 2, "link": "1gbit", "launcher": "local"}),
     Rule(lambda s: s.resolved_launcher == "horovodrun" and s.strategy != "horovod",
          "launcher = 'horovodrun' starts Horovod jobs only, not strategy {strategy!r}; use "
          "local or mpirun", False,

@@ -94,6 +94,11 @@ def container_command(spec: ProcessSpec, image: str, engine: str = "podman",
                            spec.service)
     cmd = [engine, "run", "--rm", "--init", "--ipc=host",
            "--network", f"ns:/run/netns/{netns}" if netns else "host"]
+    if netns:
+        # inside an emulated host the host name resolves to its lab address: libraries
+        # that bind what the host name resolves to (Horovod 0.28's process-set Gloo
+        # context ignores HOROVOD_GLOO_IFACE) then bind the lab interface
+        cmd += ["--hostname", netns, "--add-host", f"{netns}:{spec.host}"]
     for key, value in (labels or {OWNER_LABEL: identity(os.getpid())}).items():
         cmd += ["--label", f"{key}={value}"]
     if name:

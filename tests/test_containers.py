@@ -46,12 +46,13 @@ WORKER = ProcessSpec("worker", 0, ("/opt/venv/bin/python", "-m", "frameworks.wor
 
 def test_podman_command(monkeypatch):
     monkeypatch.delenv("CONTAINERS_CONF", raising=False)  # the user's own would win
-    p = container_command(WORKER, "dnnbench-torch:cpu-x", "podman", gpus=True,
-                          netns="dnb-h1", mounts=("/work/main", "/d:/data:rw"), name="job-w0")
+    p = container_command(replace(WORKER, host="10.77.0.2"), "dnnbench-torch:cpu-x", "podman",
+                          gpus=True, netns="dnb-h1", mounts=("/work/main", "/d:/data:rw"), name="job-w0")
     from runners.process import identity
 
     assert " ".join(p.argv) == (
         "podman run --rm --init --ipc=host --network ns:/run/netns/dnb-h1 "
+        "--hostname dnb-h1 --add-host dnb-h1:10.77.0.2 "  # the host name is the lab address
         f"--label dnnbench.owner={identity(os.getpid())} --name job-w0 "
         "--device nvidia.com/gpu=all --security-opt=label=disable "
         "--ulimit as=1073741824:1073741824 -v /work/main:/work/main:ro -v /d:/data:rw "

@@ -631,11 +631,11 @@ def test_a_harness_killed_while_sbatch_answers_loses_no_job(torch_env, slurm, tm
     queue = subprocess.run(["squeue", "-h", "-o", "%i %j"], env={**os.environ, **slurm},
                            capture_output=True, text=True).stdout.split()
     job_id = queue[queue.index("dnnbench-killed") - 1]
-    status = run_cli("status", "--db", db, env=slurm)  # not found yet: shown as pending
-    assert status.returncode == 0, status.stderr
     proc = run_cli("collect", "--db", db, env=slurm)
     assert proc.returncode == 0 and "recovered 1 job" in proc.stdout, proc.stdout
     assert sqlite3.connect(db).execute("SELECT job_id FROM jobs").fetchall() == [(job_id,)]
+    status = run_cli("status", "--db", db, env=slurm)  # held: pending
+    assert status.stdout.splitlines()[1].split()[:2] == ["killed", "1"], status.stdout
     subprocess.run(["scancel", job_id], env={**os.environ, **slurm}, check=True)
     proc = run_cli("collect", "--db", db, env=slurm)
     assert "1 failed" in proc.stdout, proc.stdout
