@@ -678,7 +678,8 @@ def test_a_worker_samples_itself_where_the_harness_cannot(tmp_path):
     tel = Telemetry.from_events([ev])
     assert {s.tag for s in tel.samples} == {"worker1"}
     summary = tel.summary()
-    assert 0.6 < summary["cpu_cores_per_worker"] <= 1.2, summary  # the spin, not the sleep
+    # the spin, not the sleep (one core; sampling jitter on a loaded machine reached 1.27)
+    assert 0.6 < summary["cpu_cores_per_worker"] <= 1.5, summary
     assert summary["tree_rss_peak_mb"] > 5
     assert Telemetry.from_events([{"event": "done"}]) is None
     from frameworks.selfsample import ENV, SelfSampler
