@@ -46,6 +46,7 @@ bench:
 	$$venv/bin/dnnbench env setup $(FRAMEWORKS); \
 	$$venv/bin/python bench/run.py; \
 	$$venv/bin/python -m bench.telemetry; \
+	$$venv/bin/python -m bench.selfsample; \
 	$$venv/bin/python -m bench.comm_ratio; \
 	$$venv/bin/python -m bench.strategies; \
 	$$venv/bin/python -m bench.repeatability; \

@@ -20,7 +20,7 @@ def t_iter(spec: RunSpec, procs: list[ProcessSpec], launcher: str, what: str,
     return row["t_iter_s"]
 
 
-def parser(doc: str, steps: int, rounds: int) -> argparse.ArgumentParser:
+def parser(doc: str, steps: int, rounds: int | None) -> argparse.ArgumentParser:
     """The options every side-by-side benchmark takes (ResNet-50 at 64 px, batch 16)."""
     ap = argparse.ArgumentParser(description=doc,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -28,5 +28,18 @@ def parser(doc: str, steps: int, rounds: int) -> argparse.ArgumentParser:
     ap.add_argument("--image-size", type=int, default=64)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--steps", type=int, default=steps)
-    ap.add_argument("--rounds", type=int, default=rounds)
+    if rounds is not None:
+        ap.add_argument("--rounds", type=int, default=rounds,
+                        help=f"side-by-side rounds ({rounds})")
+    return ap
+
+
+def sampling_parser(doc: str, trials: int, rounds: int | None = None
+                    ) -> argparse.ArgumentParser:
+    """The telemetry benchmarks' options: one framework's worker, sampled at intervals."""
+    ap = parser(doc, steps=3, rounds=rounds)
+    ap.add_argument("--framework", default="torch")
+    ap.add_argument("--trials", type=int, default=trials)
+    ap.add_argument("--intervals", default="1.0,0.1",
+                    help="sampling intervals to measure (the default, and a 10x stress)")
     return ap

@@ -10,7 +10,6 @@ Run: python -m bench.telemetry [--intervals 1.0,0.1] [--trials 24]
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -21,6 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.measure import sampling_parser  # noqa: E402
 from frameworks import events  # noqa: E402
 from frameworks.contract import RunSpec  # noqa: E402
 from frameworks.plan import PlanContext, plan  # noqa: E402
@@ -81,16 +81,7 @@ def measure(framework: str, model: str, image_size: int, batch: int, steps: int,
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--framework", default="torch")
-    ap.add_argument("--model", default="resnet50")
-    ap.add_argument("--image-size", type=int, default=64)
-    ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--trials", type=int, default=24)
-    ap.add_argument("--intervals", default="1.0,0.1",
-                    help="sampling intervals to measure (the default, and a 10x stress)")
+    ap = sampling_parser(__doc__, trials=24)
     a = ap.parse_args()
     out = []
     for interval in [float(x) for x in a.intervals.split(",")]:

@@ -62,6 +62,8 @@ class SelfSampler:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._last: tuple[float, float] | None = None  # (time, CPU s) at the last sample
+        self._started = time.time()
+        self._own_cpu_s = 0.0  # the sampling thread's own CPU time: what sampling costs
         self._thread = threading.Thread(target=self._loop, name="dnnbench-selfsample",
                                         daemon=True)
 
@@ -91,6 +93,7 @@ class SelfSampler:
         self._take()
         while not self._stop.wait(self.interval_s):
             self._take()
+            self._own_cpu_s = time.thread_time()
 
     def measuring(self) -> None:
         """The first timed trial starts: a sample now closes the start-up's interval, so
@@ -106,4 +109,5 @@ class SelfSampler:
         self._thread.join(timeout=2 * self.interval_s + 1)
         self._take()
         return {"interval_s": self.interval_s, "measuring_from": self.measuring_from,
-                "samples": self.samples}
+                "samples": self.samples, "sampler_cpu_s": round(self._own_cpu_s, 6),
+                "sampled_s": round(time.time() - self._started, 3)}

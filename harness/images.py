@@ -49,14 +49,21 @@ def check_framework(framework: str) -> None:
         raise ImageError(f"no image for framework {framework!r}; known: {', '.join(known)}")
 
 
-def image_tag(framework: str, variant: str) -> str:
+def image_tag(framework: str, variant: str, horovod: bool | None = None) -> str:
+    """`horovod` (default: with_horovod, as for venvs): whether Horovod is compiled in. An
+    image without it (`image build --no-horovod`, 3 min less to build) is tagged
+    `VARIANT-nohvd-KEY`, so the two never replace each other."""
+    if horovod is None:
+        horovod = with_horovod(framework)
+    horovod = horovod and SUPPORT[framework].horovod
     h = hashlib.sha256()
     check_framework(framework)
     for f in (requirements_file(framework, variant), *HOROVOD_FILES, DOCKERFILE,
               REPO / "docker" / "install.sh"):
         h.update(f.read_bytes())
-    h.update(f"horovod={int(with_horovod(framework))}".encode())
-    return f"localhost/dnnbench-{framework}:{variant}-{h.hexdigest()[:12]}"
+    h.update(f"horovod={int(horovod)}".encode())
+    kind = variant if horovod or not SUPPORT[framework].horovod else f"{variant}-nohvd"
+    return f"localhost/dnnbench-{framework}:{kind}-{h.hexdigest()[:12]}"
 
 
 def base_tag() -> str:
@@ -144,16 +151,17 @@ def secret_pip_conf(pip: dict[str, str]) -> str:
 
 def build_command(framework: str, variant: str = "cpu", engine_name: str = "podman",
                   base_image: str | None = None,
-                  pip: dict[str, str] | None = None, pip_conf: str | None = None
-                  ) -> list[str]:
+                  pip: dict[str, str] | None = None, pip_conf: str | None = None,
+                  horovod: bool | None = None) -> list[str]:
     """The image build. Settings with credentials go only into `pip_conf` (a file this
     function mounts as /etc/pip.conf), never into the command line."""
     check_framework(framework)
+    tag = image_tag(framework, variant, horovod)
     base = base_image or default_base(framework, variant)
     cmd = [engine_name, "build", "--network", "host", "-f", str(DOCKERFILE.relative_to(REPO)),
            "--build-arg", f"FRAMEWORK={framework}", "--build-arg", f"BASE_IMAGE={base}",
            "--build-arg", f"VARIANT={variant}",
-           "--build-arg", f"HOROVOD={int(with_horovod(framework))}",
+           "--build-arg", f"HOROVOD={int('-nohvd-' not in tag and SUPPORT[framework].horovod)}",
            "--label", f"dnnbench.base={base}"]
     pip = pip or {}
     secret = [k for k, v in pip.items() if has_credentials(v)]
@@ -170,7 +178,7 @@ def build_command(framework: str, variant: str = "cpu", engine_name: str = "podm
             cmd += ["-v", f"{path}:{path}:ro"]
         if secret:
             cmd += ["-v", f"{pip_conf}:/etc/pip.conf:ro"]
-    return cmd + ["-t", image_tag(framework, variant), "."]
+    return cmd + ["-t", tag, "."]
 
 
 def archive_path(tag: str) -> Path:
@@ -208,10 +216,16 @@ def ensure_base(engine_name: str, log=sys.stderr) -> str:
 
 
 def ensure(framework: str, variant: str = "cpu", engine_name: str = "podman",
-           base_image: str | None = None, rebuild: bool = False, log=sys.stderr) -> str:
+           base_image: str | None = None, rebuild: bool = False, log=sys.stderr,
+           horovod: bool | None = None) -> str:
     """The image for this environment definition: already in the engine's store, loaded
-    from the cache's archive, or built (then archived). Returns its tag."""
-    tag = image_tag(framework, variant)
+    from the cache's archive, or built (then archived). Returns its tag. `horovod=False`
+    skips compiling Horovod unless an image with it is already there (it serves too)."""
+    if horovod is None:
+        horovod = with_horovod(framework)
+    tag = image_tag(framework, variant, horovod)
+    if not horovod and not rebuild and present(image_tag(framework, variant), engine_name, log):
+        tag = image_tag(framework, variant)
     if not rebuild and present(tag, engine_name, log):
         built_on = _engine(engine_name, "image", "inspect", "--format",
                            '{{index .Labels "dnnbench.base"}}', tag).stdout.strip()
@@ -227,7 +241,8 @@ def ensure(framework: str, variant: str = "cpu", engine_name: str = "podman",
         if any(has_credentials(v) for v in pip.values()):
             conf.write_text(secret_pip_conf(pip))
             conf.chmod(0o600)
-        cmd = build_command(framework, variant, engine_name, base_image, pip, str(conf))
+        cmd = build_command(framework, variant, engine_name, base_image, pip, str(conf),
+                            horovod)
         print(redact(" ".join(cmd)), file=log, flush=True)
         if subprocess.run(cmd, cwd=REPO, env=engine_env(engine_name)).returncode != 0:
             raise ImageError(f"building {tag} failed (output above)")
@@ -236,21 +251,31 @@ def ensure(framework: str, variant: str = "cpu", engine_name: str = "podman",
     tmp.unlink(missing_ok=True)
     if _engine(engine_name, "save", "-o", str(tmp), tag).returncode == 0:
         tmp.rename(archive)
-        # archives of older definitions of this image only take space (GBs each)
-        for old in archive.parent.glob(f"dnnbench-{framework}_{variant}-*.tar"):
-            if old != archive:
+        # archives of older definitions of this image (same kind) only take space (GBs each)
+        kind = tag.rpartition(":")[2].rpartition("-")[0]
+        for old in archive.parent.glob(f"dnnbench-{framework}_{kind}-*.tar"):
+            if old != archive and old.stem.rpartition("-")[0] == f"dnnbench-{framework}_{kind}":
                 old.unlink()
     return tag
 
 
-def find(framework: str, variant: str, engine_name: str) -> str:
-    """The built image a containerised run uses, or ImageError naming the command to run."""
-    tag = image_tag(framework, variant)
-    if present(tag, engine_name):
-        return tag
+def find(framework: str, variant: str, engine_name: str, horovod: bool = False) -> str:
+    """The built image a containerised run uses, or ImageError naming the command to run.
+    The image with Horovod is preferred; one without (`image build --no-horovod`) serves
+    every run but Horovod ones (`horovod`)."""
+    tags = [image_tag(framework, variant)]
+    if not horovod and SUPPORT[framework].horovod:
+        tags.append(image_tag(framework, variant, horovod=False))
+    for tag in tags:
+        if present(tag, engine_name):
+            return tag
     flag = " --cuda" if variant == "cuda" else ""
-    raise ImageError(f"no {engine_name} image {tag} for the current {framework} ({variant}) "
-                     f"requirements; run: dnnbench image build {framework}{flag}")
+    if horovod and present(image_tag(framework, variant, horovod=False), engine_name):
+        raise ImageError(f"the {framework} ({variant}) image was built without Horovod "
+                         f"(image build --no-horovod); for strategy 'horovod' run: dnnbench "
+                         f"image build {framework}{flag}")
+    raise ImageError(f"no {engine_name} image {tags[0]} for the current {framework} "
+                     f"({variant}) requirements; run: dnnbench image build {framework}{flag}")
 
 
 def image_id(tag: str, engine_name: str) -> str | None:

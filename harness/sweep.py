@@ -66,6 +66,8 @@ def check_images(exp: Experiment, options: ContainerOptions) -> dict[tuple[str, 
 
     needed = sorted({(s.framework, variant_for(s.device)) for s in exp.runnable
                      if s.env == "container"})
+    horovod = {(s.framework, variant_for(s.device)) for s in exp.runnable
+               if s.env == "container" and s.strategy == "horovod"}
     if not needed:
         return {}
     if options.engine in ("apptainer", "singularity"):
@@ -78,7 +80,7 @@ def check_images(exp: Experiment, options: ContainerOptions) -> dict[tuple[str, 
         engine = images.engine(options.engine)
     out = {}
     for key in needed:
-        tag = options.image or images.find(*key, engine)
+        tag = options.image or images.find(*key, engine, horovod=key in horovod)
         out[key] = {"engine": engine, "image": tag,
                     "image_id": None if options.image else images.image_id(tag, engine)}
     return out

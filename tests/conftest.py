@@ -12,8 +12,9 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 #: the tests' sweeps must not enter the user's host history (harness/repeat.py), which
 #: widens the repeat intervals of real results
-os.environ["DNNBENCH_HISTORY"] = str(Path(__import__("tempfile").mkdtemp(
-    prefix="dnnbench-test-history-")) / "history.db")
+_HISTORY_DIR = __import__("tempfile").mkdtemp(prefix="dnnbench-test-history-")
+os.environ["DNNBENCH_HISTORY"] = str(Path(_HISTORY_DIR) / "history.db")
+__import__("atexit").register(__import__("shutil").rmtree, _HISTORY_DIR, True)
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None,
@@ -53,7 +54,8 @@ def all_envs():
 
 #: Fixtures that need a framework environment, an image or a daemon: a test using any of
 #: them (directly or through another fixture) is in the `heavy` tier.
-HEAVY_FIXTURES = {"torch_env", "all_envs", "torch_image", "slurm", "report_db", "dataset"}
+HEAVY_FIXTURES = {"torch_env", "all_envs", "torch_image", "ps_images", "slurm", "report_db",
+                  "dataset"}
 #: Modules whose every test needs root (network namespaces, cgroups) or a daemon.
 HEAVY_MODULES = {"test_emulated"}
 
@@ -65,3 +67,15 @@ def pytest_collection_modifyitems(config, items):
         if (HEAVY_FIXTURES & set(item.fixturenames) or item.get_closest_marker("slow")
                 or item.module.__name__.rsplit(".", 1)[-1] in HEAVY_MODULES):
             item.add_marker(pytest.mark.heavy)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """After a session that ran heavy tests: which launcher-table cells it ran (tests/cells.py)."""
+    if (config.getoption("markexpr", "") or config.option.keyword or config.option.collectonly
+            or any(not a.startswith("-") for a in config.invocation_params.args)):
+        return  # a tier or a selection: the table would only list what was left out
+    from tests import cells
+
+    base = config._tmp_path_factory.getbasetemp()
+    for line in cells.summary(base):
+        terminalreporter.write_line(line)

@@ -161,6 +161,21 @@ def test_container_env_validation():
         "torch", "resnet50", env="container").config_hash()
 
 
+def test_an_image_without_horovod_is_its_own_tag():
+    """`image build --no-horovod` mirrors `env setup --no-horovod`: its own tag (so neither
+    replaces the other's archive), HOROVOD=0 in the build; JAX, which has no Horovod
+    binding, has one image either way."""
+    from harness import images
+
+    full, bare = images.image_tag("tensorflow", "cpu", True), images.image_tag(
+        "tensorflow", "cpu", False)
+    assert full != bare and ":cpu-nohvd-" in bare and "nohvd" not in full
+    assert images.image_tag("jax", "cpu", True) == images.image_tag("jax", "cpu", False)
+    line = run_cli("image", "build", "mxnet", "--no-horovod", "--dry-run").stdout
+    assert "--build-arg HOROVOD=0" in line and ":cpu-nohvd-" in line
+    assert "--build-arg HOROVOD=1" in run_cli("image", "build", "mxnet", "--dry-run").stdout
+
+
 def test_image_build_dry_run():
     proc = run_cli("image", "build", "mxnet", "--cuda", "--dry-run")
     assert proc.returncode == 0, proc.stderr
@@ -335,10 +350,12 @@ def test_container_run_timeout_tears_everything_down(torch_image, tmp_path):
 def test_missing_image_names_the_build_command(tmp_path):
     if not shutil.which("podman"):
         pytest.skip("podman not installed")
+    # Horovod: an image built without it (the PS tests' --no-horovod one) cannot serve
     proc = run_cli("run", "--framework", "mxnet", "--model", "alexnet", "--env", "container",
+                   "--strategy", "horovod", "--devices-per-node", "2",
                    "--db", str(tmp_path / "x.db"), env={"DNNBENCH_CACHE": str(tmp_path)})
-    assert proc.returncode == 2
-    assert "run: dnnbench image build mxnet" in proc.stderr
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "run: dnnbench image build mxnet\n" in proc.stderr, proc.stderr
 
 
 @pytest.mark.slow
@@ -554,3 +571,54 @@ def test_removing_a_jobs_containers_survives_ones_already_gone(torch_image):
         assert _containers(name) == []
     finally:
         subprocess.run(["podman", "rm", "-f", name], env=images_env(), capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def ps_images():
+    """TensorFlow and MXNet images without Horovod (`image build --no-horovod`, ~2 min each
+    from the torch image's cached system layer): what parameter-server and
+    MultiWorkerMirrored runs need. An image with Horovod, where one is built, serves too."""
+    tags = {}
+    for fw in ("tensorflow", "mxnet"):
+        proc = run_cli("image", "build", fw, "--no-horovod", "--base-image", "local",
+                       timeout=3600)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        tags[fw] = proc.stdout.strip().splitlines()[-1]
+    return tags
+
+
+@pytest.mark.parametrize("framework, strategy, ps", [
+    ("mxnet", "ps-sync", 2),          # scheduler and 2 servers in the services step
+    ("tensorflow", "ps-async", 1),    # the Cori study's setup: ParameterServerStrategy
+    ("tensorflow", "allreduce", 0),   # MultiWorkerMirrored: TF_CONFIG per task
+])
+def test_every_strategy_runs_in_containers_under_slurm(ps_images, slurm, tmp_path,  # noqa: F811
+                                                       framework, strategy, ps):
+    """Each Slurm task (scheduler, servers, workers, chief) runs in the framework's image:
+    the row lands like the venv run's, every rank ran the image's interpreter on its own
+    node, and no container or process of the job is left."""
+    from tests.test_slurm import _job_id, _job_processes
+
+    db, jobs = str(tmp_path / "r.db"), tmp_path / "jobs"
+    proc = run_cli("run", "--framework", framework, "--strategy", strategy,
+                   *(("--ps", str(ps)) if ps else ()), *SLURM_COMMON, "--env", "container",
+                   "--db", db, "--slurm-dir", str(jobs), env=slurm)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    row = sqlite3.connect(db).execute(
+        "SELECT status, env, strategy, nodes, ps, workers, images_per_s > 0, manifest_json "
+        "FROM runs").fetchone()
+    assert row[:7] == ("ok", "container", strategy, 2, ps, 2, 1), row
+    manifest = json.loads(row[7])
+    assert manifest["host"]["container"]["image"] == ps_images[framework]
+    ranks = manifest["ranks"]
+    assert {r["executable"] for r in ranks.values()} == {"/opt/venv/bin/python"}
+    # TensorFlow PS: only the chief trains and reports; its workers and ps only serve
+    nodes = {"node1"} if (framework, strategy) == ("tensorflow", "ps-async") else {
+        "node1", "node2"}
+    assert {r["slurmd_nodename"] for r in ranks.values()} == nodes
+    script = next(jobs.glob("*.sbatch")).read_text()
+    # one container command per step: the workers', and for PS the services'
+    assert script.count("--name dnnbench-slurm-") >= (2 if ps else 1), script
+    assert ":::DNNBENCH_SLURM_EXIT 0" in next(jobs.glob("*.out")).read_text()
+    assert _job_processes(_job_id(jobs)) == []
+    assert _containers("dnnbench-slurm-") == []

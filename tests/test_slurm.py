@@ -681,6 +681,9 @@ def test_a_worker_samples_itself_where_the_harness_cannot(tmp_path):
     # the spin, not the sleep (one core; sampling jitter on a loaded machine reached 1.27)
     assert 0.6 < summary["cpu_cores_per_worker"] <= 1.5, summary
     assert summary["tree_rss_peak_mb"] > 5
+    # what sampling costs, reported with the samples: the sampling thread's own CPU time
+    # (bench/selfsample.py measures it on real training), a small part of the time sampled
+    assert 0 < ev["sampler_cpu_s"] < 0.1 * ev["sampled_s"] and ev["sampled_s"] >= 2.0, ev
     assert Telemetry.from_events([{"event": "done"}]) is None
     from frameworks.selfsample import ENV, SelfSampler
 
