@@ -5,6 +5,8 @@ worker's own output, so a broken configuration is never reported as a number).""
 from __future__ import annotations
 
 import argparse
+import json
+from collections.abc import Callable
 
 from frameworks.contract import RunSpec
 from harness import collect, jobs
@@ -43,3 +45,25 @@ def sampling_parser(doc: str, trials: int, rounds: int | None = None
     ap.add_argument("--intervals", default="1.0,0.1",
                     help="sampling intervals to measure (the default, and a 10x stress)")
     return ap
+
+
+def over_intervals(intervals: str, measure: Callable[[float], dict],
+                   line: Callable[[float, dict], str]) -> int:
+    """Measure at each comma-separated sampling interval: a line each, then all as JSON."""
+    out = []
+    for interval in [float(x) for x in intervals.split(",")]:
+        r = measure(interval)
+        out.append(r)
+        print(line(interval, r), flush=True)
+    print(json.dumps(out))
+    return 0
+
+
+def sampling_line(what: str, a: argparse.Namespace, interval: float, r: dict, noise: str,
+                  cpu: str) -> str:
+    """One sampling benchmark's result in words: on/off iteration times, the overhead and
+    the noise it must be read against, the sampler's own CPU."""
+    return (f"{what} every {interval:g} s, {a.framework} {a.model} {a.image_size}px "
+            f"b{a.batch}: t_iter on/off = {r['t_iter_on_s'] * 1e3:.1f}/"
+            f"{r['t_iter_off_s'] * 1e3:.1f} ms, measured overhead {r['overhead']:+.2%} "
+            f"({noise}); {cpu}")

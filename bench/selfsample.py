@@ -12,7 +12,6 @@ Run: python -m bench.selfsample [--intervals 1.0,0.1] [--rounds 2]
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.measure import sampling_parser  # noqa: E402
+from bench.measure import over_intervals, sampling_line, sampling_parser  # noqa: E402
 from frameworks import events  # noqa: E402
 from frameworks.contract import RunSpec  # noqa: E402
 from frameworks.plan import PlanContext, plan  # noqa: E402
@@ -78,17 +77,10 @@ def main() -> int:
     a = ap.parse_args()
     spec = RunSpec(a.framework, a.model, batch_size=a.batch, image_size=a.image_size,
                    steps=a.steps, warmup=2, trials=a.trials, target_width=0, timeout_s=1800)
-    out = []
-    for interval in [float(x) for x in a.intervals.split(",")]:
-        r = measure(spec, interval, a.rounds)
-        out.append(r)
-        print(f"self-sampling every {interval:g} s, {a.framework} {a.model} {a.image_size}px "
-              f"b{a.batch}: t_iter on/off = {r['t_iter_on_s'] * 1e3:.1f}/"
-              f"{r['t_iter_off_s'] * 1e3:.1f} ms, measured overhead {r['overhead']:+.2%} "
-              f"(off processes spread {r['spread_off']:.1%}); the sampling thread's own CPU "
-              f"= {r['sampler_cpu_per_worker']:.3%} of one core (target <= 1% at 1 s)")
-    print(json.dumps(out))
-    return 0
+    return over_intervals(a.intervals, lambda i: measure(spec, i, a.rounds), lambda i, r: (
+        sampling_line("self-sampling", a, i, r, f"off processes spread {r['spread_off']:.1%}",
+                      f"the sampling thread's own CPU = {r['sampler_cpu_per_worker']:.3%} "
+                      "of one core (target <= 1% at 1 s)")))
 
 
 if __name__ == "__main__":

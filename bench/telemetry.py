@@ -10,7 +10,6 @@ Run: python -m bench.telemetry [--intervals 1.0,0.1] [--trials 24]
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
@@ -20,7 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.measure import sampling_parser  # noqa: E402
+from bench.measure import over_intervals, sampling_line, sampling_parser  # noqa: E402
 from frameworks import events  # noqa: E402
 from frameworks.contract import RunSpec  # noqa: E402
 from frameworks.plan import PlanContext, plan  # noqa: E402
@@ -83,17 +82,11 @@ def measure(framework: str, model: str, image_size: int, batch: int, steps: int,
 def main() -> int:
     ap = sampling_parser(__doc__, trials=24)
     a = ap.parse_args()
-    out = []
-    for interval in [float(x) for x in a.intervals.split(",")]:
-        r = measure(a.framework, a.model, a.image_size, a.batch, a.steps, a.trials, interval)
-        out.append(r)
-        print(f"telemetry every {interval:g} s, {a.framework} {a.model} {a.image_size}px "
-              f"b{a.batch}: t_iter on/off = {r['t_iter_on_s'] * 1e3:.1f}/"
-              f"{r['t_iter_off_s'] * 1e3:.1f} ms, measured overhead {r['overhead']:+.2%} "
-              f"(between-trial noise is +-5-8% here); the sampler's own CPU = "
-              f"{r['sampler_cpu_share']:.3%} of the machine (target <= 1% at the default 1 s)")
-    print(json.dumps(out))
-    return 0
+    return over_intervals(a.intervals, lambda i: measure(
+        a.framework, a.model, a.image_size, a.batch, a.steps, a.trials, i), lambda i, r: (
+        sampling_line("telemetry", a, i, r, "between-trial noise is +-5-8% here",
+                      f"the sampler's own CPU = {r['sampler_cpu_share']:.3%} of the machine "
+                      "(target <= 1% at the default 1 s)")))
 
 
 if __name__ == "__main__":

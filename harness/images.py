@@ -53,9 +53,7 @@ def image_tag(framework: str, variant: str, horovod: bool | None = None) -> str:
     """`horovod` (default: with_horovod, as for venvs): whether Horovod is compiled in. An
     image without it (`image build --no-horovod`, 3 min less to build) is tagged
     `VARIANT-nohvd-KEY`, so the two never replace each other."""
-    if horovod is None:
-        horovod = with_horovod(framework)
-    horovod = horovod and SUPPORT[framework].horovod
+    horovod = _compiles_horovod(framework, horovod)
     h = hashlib.sha256()
     check_framework(framework)
     for f in (requirements_file(framework, variant), *HOROVOD_FILES, DOCKERFILE,
@@ -64,6 +62,13 @@ def image_tag(framework: str, variant: str, horovod: bool | None = None) -> str:
     h.update(f"horovod={int(horovod)}".encode())
     kind = variant if horovod or not SUPPORT[framework].horovod else f"{variant}-nohvd"
     return f"localhost/dnnbench-{framework}:{kind}-{h.hexdigest()[:12]}"
+
+
+def _compiles_horovod(framework: str, horovod: bool | None) -> bool:
+    """Whether the image build compiles Horovod: asked for (default: with_horovod) and the
+    framework has a binding."""
+    return (with_horovod(framework) if horovod is None else horovod) and SUPPORT[
+        framework].horovod
 
 
 def base_tag() -> str:
@@ -161,7 +166,7 @@ def build_command(framework: str, variant: str = "cpu", engine_name: str = "podm
     cmd = [engine_name, "build", "--network", "host", "-f", str(DOCKERFILE.relative_to(REPO)),
            "--build-arg", f"FRAMEWORK={framework}", "--build-arg", f"BASE_IMAGE={base}",
            "--build-arg", f"VARIANT={variant}",
-           "--build-arg", f"HOROVOD={int('-nohvd-' not in tag and SUPPORT[framework].horovod)}",
+           "--build-arg", f"HOROVOD={int(_compiles_horovod(framework, horovod))}",
            "--label", f"dnnbench.base={base}"]
     pip = pip or {}
     secret = [k for k, v in pip.items() if has_credentials(v)]

@@ -15,6 +15,9 @@ REPO = Path(__file__).resolve().parent.parent
 _HISTORY_DIR = __import__("tempfile").mkdtemp(prefix="dnnbench-test-history-")
 os.environ["DNNBENCH_HISTORY"] = str(Path(_HISTORY_DIR) / "history.db")
 __import__("atexit").register(__import__("shutil").rmtree, _HISTORY_DIR, True)
+#: every run the session records, in any process (tests/cells.py reads it at the end)
+RUN_LOG = Path(_HISTORY_DIR) / "runs.jsonl"
+os.environ["DNNBENCH_RUN_LOG"] = str(RUN_LOG)
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None,
@@ -76,6 +79,5 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         return  # a tier or a selection: the table would only list what was left out
     from tests import cells
 
-    base = config._tmp_path_factory.getbasetemp()
-    for line in cells.summary(base):
+    for line in cells.summary(RUN_LOG):
         terminalreporter.write_line(line)

@@ -622,3 +622,38 @@ def test_every_strategy_runs_in_containers_under_slurm(ps_images, slurm, tmp_pat
     assert ":::DNNBENCH_SLURM_EXIT 0" in next(jobs.glob("*.out")).read_text()
     assert _job_processes(_job_id(jobs)) == []
     assert _containers("dnnbench-slurm-") == []
+
+
+#: a short run's flags, for the cells below
+SHORT = ("--model", "googlenet", "--image-size", "32", "--batch", "4", "--steps", "3",
+         "--warmup", "1", "--trials", "2", "--target-width", "0", "--classes", "10",
+         "--threads", "1")
+
+
+def test_the_remaining_launcher_cells_run(torch_image, ps_images, slurm, tmp_path):  # noqa: F811
+    """Cells of the launcher table no other test runs (the session's summary says which
+    ran): parameter servers in containers on one host, mpirun starting containers' ranks
+    and a single worker, a single worker in a container under Slurm. Each lands ok."""
+    db = str(tmp_path / "r.db")
+    cells = [("mxnet", "ps-sync", "local", "container", ("--ps", "1", "--devices-per-node", "2")),
+             ("tensorflow", "ps-async", "local", "container",
+              ("--ps", "1", "--devices-per-node", "2")),
+             ("torch", "allreduce", "mpirun", "container", ("--devices-per-node", "2")),
+             ("torch", "single", "mpirun", "container", ()),
+             ("torch", "single", "mpirun", "venv", ())]
+    for fw, strategy, launcher, env, extra in cells:
+        proc = run_cli("run", "--framework", fw, "--strategy", strategy, "--launcher", launcher,
+                       "--env", env, *extra, *SHORT, "--db", db)
+        assert proc.returncode == 0, (fw, strategy, launcher, env, proc.stdout + proc.stderr)
+    proc = run_cli("run", "--framework", "torch", "--launcher", "slurm", "--env", "container",
+                   *SHORT, "--db", db, "--slurm-dir", str(tmp_path / "jobs"), env=slurm)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = _rows(db)
+    assert [(r["status"], r["framework"], r["strategy"], r["env"]) for r in rows] == [
+        ("ok", fw, strategy, env) for fw, strategy, _, env, _ in cells] + [
+        ("ok", "torch", "single", "container")]
+    for r in rows:
+        if r["env"] == "container":
+            ranks = json.loads(r["manifest_json"])["ranks"]
+            assert {k["executable"] for k in ranks.values()} == {"/opt/venv/bin/python"}
+    assert _containers() == []

@@ -130,7 +130,7 @@ def test_training_under_mpirun(torch_env, tmp_path):
     """The same worker, launched by mpirun: ranks come from OMPI_COMM_WORLD_*."""
     spec = RunSpec("torch", "googlenet", image_size=32, batch_size=4, steps=2, warmup=1,
                    trials=1, num_classes=10, strategy="allreduce", devices_per_node=2,
-                   threads=1)
+                   threads=1, launcher="mpirun")
     procs = plan(spec, PlanContext(torch_env.python, worker_source_root(), "t"))
     job = mpirun.launch(procs, timeout=300)
     rec = collect.record(spec, "test", "t", job, host_manifest())

@@ -189,6 +189,16 @@ def test_measured_claims_follow_the_curves_in_a_results_db():
     runs[-1]["t_iter_s"] = 1.1  # resnet50 now scales better: the claim fails
     (order,) = [c for c in papers.measured_claims(runs) if "bytes per FLOP" in c.text]
     assert not order.passed
+    # parameter servers: at the largest worker count measured with 1 and 2 servers
+    ps_runs = [dict(run("resnet50", w, t), strategy="ps-sync", ps=ps, run_id=f"p{ps}{w}")
+               for ps, w, t in ((1, 1, 1.0), (1, 2, 1.5), (1, 4, 2.0), (2, 2, 1.2),
+                                (2, 4, 1.25))]
+    (servers,) = [c for c in papers.measured_claims(ps_runs) if "more servers" in c.text]
+    assert servers.passed and "x4" in servers.text and "ps1 50.0%, ps2 80.0%" in (
+        servers.evidence)
+    ps_runs[-1]["t_iter_s"] = 4.0  # a second server slows the step: the claim fails
+    (servers,) = [c for c in papers.measured_claims(ps_runs) if "more servers" in c.text]
+    assert not servers.passed
 
 
 def test_mxnet_placement_hashes_keys_and_splits_big_arrays():
