@@ -93,6 +93,31 @@ def test_prediction_terms_add_up_and_overlap_helps():
     assert single.efficiency == 1.0 and single.t_comm == 0
 
 
+def test_servers_on_the_workers_hosts_skip_the_link_for_their_own_host():
+    """dnnbench starts server i on host i: a server's own host's worker reaches it without
+    the link, and with a server on every host a worker keeps its own share local. One PS on
+    2 hosts: one remote client (B per phase), not two (2B); 2 PS on 2 hosts: the busiest
+    server's bytes from one remote worker, against 2x that on hosts of their own."""
+    from dataclasses import replace
+
+    c, lk = Compute(0.05, 0.1), network.Link("toy", 0.0, 1e-9)
+    b = cost("resnet50", 32, 10).gradient_bytes
+    base = Scenario("resnet50", 8, nodes=2, strategy="ps", ps=1, intra=lk, inter=lk,
+                    overlap=False, image_size=32, num_classes=10, ps_placement="mxnet")
+    own = predict(base, c).t_comm
+    here = predict(replace(base, ps_colocated=True), c).t_comm
+    assert own == pytest.approx(2 * 2 * b * 1e-9) and here == pytest.approx(2 * b * 1e-9)
+    two = replace(base, ps=2)
+    busiest = placement.place([(t.key, t.nbytes) for t in cost("resnet50", 32, 10).tensors],
+                              2, "mxnet", "resnet50").max_bytes
+    assert predict(replace(two, ps_colocated=True), c).t_comm == pytest.approx(
+        2 * max(busiest, b - (b - busiest)) * 1e-9)
+    assert predict(two, c).t_comm == pytest.approx(2 * max(2 * busiest, b) * 1e-9)
+    # one host: nothing crosses a link either way
+    assert predict(replace(base, nodes=1, devices_per_node=2, ps_colocated=True), c
+                   ).t_comm == predict(replace(base, nodes=1, devices_per_node=2), c).t_comm
+
+
 def test_sweep_fills_nodes_first():
     preds = sweep_workers(Scenario("resnet50", 32, devices_per_node=4), Compute(0.05, 0.1),
                           [1, 2, 4, 8, 16])

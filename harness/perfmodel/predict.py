@@ -77,6 +77,9 @@ class Scenario:
     #: devices of a node sum their gradients before one push per node (MXNet's
     #: dist_sync_device / local kvstore); False: every device is a PS client of its own
     ps_local_aggregation: bool = False
+    #: servers run on the workers' hosts, server i on host i (how dnnbench places them on
+    #: emulated hosts and under Slurm); False: on hosts of their own (the Cori study)
+    ps_colocated: bool = False
     image_size: int = 224
     num_classes: int = 1000
 
@@ -119,7 +122,9 @@ def _links(s: Scenario) -> tuple[network.Link, network.Link]:
 
 def _ps_cost(s: Scenario, net: NetworkCost, inter: network.Link,
              intra: network.Link) -> tuple[float, dict[str, Any], list[str]]:
-    """Push then pull through the busiest server (servers on their own hosts)."""
+    """Push then pull through the busiest server: its bytes from every client that
+    reaches it over the link, or one worker's bytes to the servers it reaches over the
+    link, whichever is larger."""
     tensors = [(t.key, t.nbytes) for t in net.tensors]
     plc = placement.place(tensors, s.ps, s.ps_placement, s.model)
     lk = inter if (s.nodes > 1 or s.ps > 0) else intra
@@ -127,14 +132,27 @@ def _ps_cost(s: Scenario, net: NetworkCost, inter: network.Link,
     n = s.nodes if local else s.workers  # the servers' clients
     busiest = plc.max_bytes
     k_max = max(plc.tensors_per_server)
-    per_phase = max(n * busiest, net.gradient_bytes) * lk.beta + k_max * lk.alpha
+    colocated = s.ps_colocated and s.nodes > 1
+    if colocated:
+        # a server's clients on its own host reach it without the link; a worker's bytes
+        # for its own host's server stay there (every host holds one when ps >= nodes)
+        remote = n - (1 if local else s.devices_per_node)
+        own = min(plc.bytes_per_server) if s.ps >= s.nodes else 0
+        per_phase = (max(remote * busiest, net.gradient_bytes - own) * lk.beta
+                     + k_max * lk.alpha)
+    else:
+        per_phase = max(n * busiest, net.gradient_bytes) * lk.beta + k_max * lk.alpha
     # summing inside the node before the push and handing the pulled weights back to
     # every device: an allreduce's traffic over the node's own link
     aggregation = network.ring_allreduce(s.devices_per_node, net.gradient_bytes, intra) \
         if local else 0.0
-    notes = [f"parameter servers run on their own hosts over the {lk.name} link; each phase "
-             "(push, then pull) is bound by the busiest server's bytes x workers or by one "
-             "worker's total bytes, whichever is larger",
+    notes = [(f"parameter servers run on the workers' hosts (server i on host i), over the "
+              f"{lk.name} link; each phase (push, then pull) is bound by the busiest server's "
+              "bytes x the clients on other hosts or by one worker's bytes to other hosts, "
+              "whichever is larger") if colocated else
+             (f"parameter servers run on their own hosts over the {lk.name} link; each phase "
+              "(push, then pull) is bound by the busiest server's bytes x workers or by one "
+              "worker's total bytes, whichever is larger"),
              f"{s.ps_placement} placement over {s.ps} server(s): busiest holds "
              f"{busiest / 1e6:.2f} MB, imbalance {plc.imbalance:.2f}x the mean",
              "server-side aggregation time is ignored"]
