@@ -32,7 +32,8 @@ def run(job: dict, weights: dict[str, np.ndarray]) -> dict:
     # Not static_alloc/static_shape as the benchmark does: one process that runs the
     # cached graph for inference and then under autograd.record with static allocation
     # segfaulted in about 1 of 17 runs here (MXNet 1.9.1; hepcnn, 2/25 and 1/40 runs), never
-    # in 160 runs without it. Memory planning does not change the arithmetic compared.
+    # in 80 runs without it (nor in 80 with it under MXNET_ENGINE_TYPE=NaiveEngine). Memory
+    # planning does not change the arithmetic compared.
     model.hybridize()
     x = mx.nd.array(weights[INPUT_KEY])
     y = mx.nd.array(weights[LABELS_KEY])
