@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,9 +15,9 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 #: the tests' sweeps must not enter the user's host history (harness/repeat.py), which
 #: widens the repeat intervals of real results
-_HISTORY_DIR = __import__("tempfile").mkdtemp(prefix="dnnbench-test-history-")
+_HISTORY_DIR = tempfile.mkdtemp(prefix="dnnbench-test-history-")
 os.environ["DNNBENCH_HISTORY"] = str(Path(_HISTORY_DIR) / "history.db")
-__import__("atexit").register(__import__("shutil").rmtree, _HISTORY_DIR, True)
+atexit.register(shutil.rmtree, _HISTORY_DIR, True)
 #: every run the session records, in any process (tests/cells.py reads it at the end)
 RUN_LOG = Path(_HISTORY_DIR) / "runs.jsonl"
 os.environ["DNNBENCH_RUN_LOG"] = str(RUN_LOG)
