@@ -15,33 +15,33 @@ from pathlib import Path
 Cell = tuple[str, str, str, str, str]  # framework, strategy, launcher, env, link
 
 
+def candidates(framework: str):
+    """One RunSpec per cell of the table for `framework`, accepted or not: every strategy,
+    launcher and env, unshaped and on a shaped link (tests/test_hardening.py checks that
+    each refused one says why)."""
+    from frameworks.contract import ENVS, LAUNCHERS, STRATEGIES, RunSpec
+
+    for strategy in STRATEGIES:
+        for launcher in LAUNCHERS:
+            for env in ENVS:
+                for link in ("", "1gbit"):
+                    yield RunSpec(framework, "alexnet", image_size=64, strategy=strategy,
+                                  nodes=2 if strategy != "single" else 1, launcher=launcher,
+                                  env=env, link=link, ps=1 if strategy.startswith("ps") else 0)
+
+
 def accepted() -> set[Cell]:
     """Every cell the contract validates (launcher resolved, link '' or shaped)."""
-    from frameworks.contract import (
-        ENVS,
-        LAUNCHERS,
-        STRATEGIES,
-        SUPPORT,
-        RunSpec,
-        SpecError,
-        validate,
-    )
+    from frameworks.contract import SUPPORT, SpecError, validate
 
     out: set[Cell] = set()
     for fw in sorted(SUPPORT):
-        for strategy in STRATEGIES:
-            for launcher in LAUNCHERS:
-                for env in ENVS:
-                    for link in ("", "1gbit"):
-                        spec = RunSpec(fw, "alexnet", image_size=64, strategy=strategy,
-                                       nodes=2 if strategy != "single" else 1,
-                                       launcher=launcher, env=env, link=link,
-                                       ps=1 if strategy.startswith("ps") else 0)
-                        try:
-                            validate(spec)
-                        except SpecError:
-                            continue
-                        out.add(cell_of(spec))
+        for spec in candidates(fw):
+            try:
+                validate(spec)
+            except SpecError:
+                continue
+            out.add(cell_of(spec))
     return out
 
 
