@@ -7,8 +7,12 @@ written in one transaction, so stopping at any point keeps every finished result
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
@@ -147,6 +151,33 @@ def write_sbatch_scripts(exp: Experiment, directory: str,
     return written
 
 
+
+GATE_PREFIX = "dnnbench-gate-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def gate_dir() -> Iterator[str]:
+    """The sweep's gate files (whose trial is next), in a temporary folder named after this
+    process: a harness killed with SIGKILL cannot remove its own, so each sweep first
+    removes those whose process is gone."""
+    for old in Path(tempfile.gettempdir()).glob(f"{GATE_PREFIX}*-*"):
+        pid = old.name[len(GATE_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix=f"{GATE_PREFIX}{os.getpid()}-") as gates:
+        yield gates
+
+
 def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
                    remeasure_disturbed: bool = False,
                    stream_output: bool = False, out: TextIO | None = None,
@@ -184,7 +215,7 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
     ctx.replaces = disturbed if remeasure_disturbed else {}
     index = 0
     try:
-        with tempfile.TemporaryDirectory(prefix="dnnbench-gate-") as gates:
+        with gate_dir() as gates:
             ctx.gates = Path(gates)
             for group in interleave.groups(todo):
                 ctx.run_group(group, index)

@@ -7,6 +7,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -109,10 +110,13 @@ batch_size = [2, 4]
 """)
     db = tmp_path / "k.db"
     proc = start_sweep_and_wait_mid_run(exp, db, marker)
+    gates = list(Path(tempfile.gettempdir()).glob(f"dnnbench-gate-{proc.pid}-*"))
+    assert len(gates) == 1, "the sweep's gate folder is named after its process"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     time.sleep(1.0)
     assert our_workers(marker) == [], "workers outlived the killed harness"
+    assert gates[0].is_dir()  # SIGKILL: nothing could remove it
     con = sqlite3.connect(db)
     assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     stored = con.execute("SELECT count(*) FROM runs").fetchone()[0]
@@ -123,6 +127,7 @@ batch_size = [2, 4]
     r = run_cli("run", "-e", str(exp), "--db", str(db))
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"{stored} of 4 runs already stored" in r.stdout
+    assert not gates[0].exists(), "the next sweep removes a dead harness's gate folder"
     con = sqlite3.connect(db)
     hashes = [h for (h,) in con.execute("SELECT config_hash FROM runs")]
     assert len(hashes) == 4 == len(set(hashes))
