@@ -113,6 +113,9 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
      "math mode (harness/datasheets.py), when known"),
     ("cpu_cores_per_worker", "REAL", "cores", "mean CPU use of one worker's process tree "
      "while measuring (sampled from /proc)"),
+    ("cpu_cores_by_process_json", "TEXT", "cores", "mean CPU use of each launched process "
+     "tree while measuring, by tag (worker0, server1, scheduler...): the parameter servers' "
+     "own CPU time, which shares an emulated host's quota, feeds the performance model"),
     ("gpu_util_pct", "REAL", "%", "mean GPU utilisation while measuring (NVML)"),
     ("gpu_mem_peak_mb", "REAL", "MiB", "peak GPU memory used (NVML)"),
     ("gpu_power_w", "REAL", "W", "mean GPU power while measuring (NVML)"),

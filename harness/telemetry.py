@@ -12,6 +12,7 @@ overhead on training throughput). Exact per-process peak memory comes from the w
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -59,7 +60,7 @@ class Telemetry:
                 out.setdefault(s.tag, []).append(s)
         return out
 
-    def summary(self) -> dict[str, float | None]:
+    def summary(self) -> dict[str, float | str | None]:
         """Per-run columns: mean CPU cores per worker and peak tree RSS while measuring;
         GPU means/peaks when NVML was available."""
         workers, per = self._window("worker"), 1
@@ -72,10 +73,15 @@ class Telemetry:
                if s.rss_bytes is not None]
         pss = [s.pss_bytes / per for v in workers.values() for s in v
                if s.pss_bytes is not None]
-        out: dict[str, float | None] = {
+        out: dict[str, float | str | None] = {
             "cpu_cores_per_worker": sum(means) / len(means) if means else None,
             "tree_rss_peak_mb": max(rss) / 2**20 if rss else None,
             "tree_pss_peak_mb": max(pss) / 2**20 if pss else None}
+        procs = {tag: [s.cpu_cores for s in v if s.cpu_cores is not None]
+                 for tag, v in self._window("").items() if not tag.startswith("gpu")}
+        by_process = {tag: round(sum(v) / len(v), 4) for tag, v in sorted(procs.items()) if v}
+        if by_process:  # servers and schedulers too: their CPU shares a host's quota
+            out["cpu_cores_by_process_json"] = json.dumps(by_process, sort_keys=True)
         gpus = [s for v in self._window("gpu").values() for s in v]
         if gpus:
             out["gpu_util_pct"] = sum(s.gpu_util or 0 for s in gpus) / len(gpus)

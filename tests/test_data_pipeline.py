@@ -243,32 +243,44 @@ def test_two_workers_read_disjoint_shards_in_ddp(torch_env, dataset, tmp_path):
     assert row["corrupt_skipped"] == 2 and row["replicas_identical"] == 1
 
 
-def _sampled(code: str, measure_s: float):
+def _sampled(code: str, measure_s: float, server: str | None = None):
     """Telemetry of `python -c code` (its whole process group killed after): 1 s of
-    start-up, then `measure_s` seconds measured, sampled every 0.2 s."""
+    start-up, then `measure_s` seconds measured, sampled every 0.2 s; `server`: a second
+    process's code, tagged server0."""
     from harness.telemetry import Sampler
 
     child = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    other = subprocess.Popen([sys.executable, "-c", server], start_new_session=True) \
+        if server else None
     sampler = Sampler(interval_s=0.2, gpu=False)
     sampler.add("worker0", child.pid)
+    if other is not None:
+        sampler.add("server0", other.pid)
     sampler.start()
     time.sleep(1.0)
     sampler.measuring()
     time.sleep(measure_s)
     data = sampler.stop()
-    os.killpg(child.pid, signal.SIGKILL)  # the child and anything it forked
-    child.wait()
+    for proc in (child, other):
+        if proc is not None:
+            os.killpg(proc.pid, signal.SIGKILL)  # the child and anything it forked
+            proc.wait()
     return data
 
 
 def test_sampler_measures_a_real_process():
-    """A child that keeps one core busy and holds 200 MB: the sampler must see both."""
+    """A child that keeps one core busy and holds 200 MB: the sampler must see both; and
+    each process's own CPU (a sleeping 'server' next to it), which the performance model
+    reads for parameter servers sharing a host's quota."""
     code = "import time\nb = bytearray(200 * 2**20)\nt = time.time()\nwhile time.time() - t < 4: pass"
-    data = _sampled(code, 2.0)
+    data = _sampled(code, 2.0, server="import time\ntime.sleep(6)")
     summary = data.summary()
     assert 0.5 < summary["cpu_cores_per_worker"] < 1.3
     assert 190 < summary["tree_rss_peak_mb"] < 400
-    assert all(s.tag == "worker0" for s in data.samples) and len(data.samples) >= 8
+    assert {s.tag for s in data.samples} == {"worker0", "server0"}
+    assert sum(s.tag == "worker0" for s in data.samples) >= 8
+    by = json.loads(summary["cpu_cores_by_process_json"])
+    assert 0.5 < by["worker0"] < 1.3 and by["server0"] < 0.1, by
 
 
 def test_tree_memory_counts_pages_shared_with_forked_children_once():

@@ -118,6 +118,52 @@ def test_servers_on_the_workers_hosts_skip_the_link_for_their_own_host():
                    ).t_comm == predict(replace(base, nodes=1, devices_per_node=2), c).t_comm
 
 
+def test_a_servers_cpu_time_lengthens_its_hosts_step_under_a_quota():
+    """A server sharing a host's quota with a worker adds its core-seconds over that quota
+    to the step: the busiest server's bytes x (per step + clients x per client). Halving
+    the bytes per server (2 servers) halves it; without a quota, or with servers on hosts
+    of their own, it is not on the workers' path."""
+    from dataclasses import replace
+
+    from harness.perfmodel.predict import ServerCost
+
+    c, lk = Compute(0.05, 0.1), network.Link("toy", 0.0, 0.0)
+    sc = ServerCost(1e-9, 0.5e-9)
+    one = Scenario("resnet50", 8, nodes=4, strategy="ps", ps=1, intra=lk, inter=lk,
+                   overlap=False, image_size=32, num_classes=10, ps_placement="mxnet",
+                   ps_colocated=True, cpus_per_host=0.25, server_cost=sc)
+    b = cost("resnet50", 32, 10).gradient_bytes
+    p = predict(one, c)
+    assert p.t_server == pytest.approx(b * (1e-9 + 4 * 0.5e-9) / 0.25)
+    assert p.t_iter == pytest.approx(c.total + p.t_server) and p.breakdown()["server"] == \
+        p.t_server
+    # the 1-worker baseline carries its own server with one client
+    assert p.t_iter_single == pytest.approx(c.total + b * 1.5e-9 / 0.25)
+    busiest = placement.place([(t.key, t.nbytes) for t in cost("resnet50", 32, 10).tensors],
+                              2, "mxnet", "resnet50").max_bytes
+    assert predict(replace(one, ps=2), c).t_server == pytest.approx(
+        busiest * 3e-9 / 0.25)
+    for off in (replace(one, cpus_per_host=0.0), replace(one, ps_colocated=False),
+                replace(one, server_cost=None), replace(one, strategy="allreduce")):
+        assert predict(off, c).t_server == 0.0
+
+
+def test_server_cost_fit_recovers_per_step_and_per_client_costs():
+    """The held-out fit of the servers' CPU is the model run backwards: core-seconds made
+    from known costs at 1 and 2 clients (1 and 2 servers) give those costs back; one
+    client count cannot separate them."""
+    from harness.perfmodel import holdout
+
+    u, k = 1.3e-9, 0.45e-9
+    pts = [(b, n, b * (u + n * k)) for b, n in ((94e6, 1), (94e6, 2), (47e6, 2), (47e6, 2))]
+    fu, fk = holdout._fit_servers(pts)
+    assert fu == pytest.approx(u) and fk == pytest.approx(k)
+    assert holdout._fit_servers([p for p in pts if p[1] == 2]) is None
+    # a negative per-step share is clamped: everything per client
+    fu, fk = holdout._fit_servers([(1e6, 1, 1e-3), (1e6, 2, 3e-3)])
+    assert fu == 0.0 and fk > 0
+
+
 def test_sweep_fills_nodes_first():
     preds = sweep_workers(Scenario("resnet50", 32, devices_per_node=4), Compute(0.05, 0.1),
                           [1, 2, 4, 8, 16])

@@ -16,6 +16,11 @@ more workers is predicted from those inputs alone:
   than two hosts hold) takes its link family's pooled fit; `pooled=True` uses that fit
   for every curve: beta from all the family's 2-worker runs, alpha from commbench, else
   by least squares when they span several gradient sizes, else 0;
+* the parameter servers' own CPU time (predict.ServerCost: core-seconds per byte held,
+  per step and per client), where servers share an emulated host's CPU quota with a
+  worker: by least squares over the servers' measured CPU (telemetry) in the family's
+  runs with <= 2 workers; the curve's 1-worker compute then excludes its own server's
+  measured CPU time, which the model adds back per host;
 * everything else (ring steps, PS placement, message counts) is the model's structure.
 
 A curve is the runs that differ only in their worker count. Communication is modelled
@@ -29,13 +34,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 
-from harness.perfmodel import network
+from harness.perfmodel import network, placement
 from harness.perfmodel.measured import compute_from_baseline
-from harness.perfmodel.predict import Compute, Scenario, predict
+from harness.perfmodel.predict import Compute, Scenario, ServerCost, predict
 from harness.perfmodel.validate import LIBRARY, STRATEGY_MAP, scenario
 from harness.scaling import baseline
 from harness.stats import median
 from harness.store import SYNTHETIC, Store
+from models.cost import cost
 
 FIT_MAX_WORKERS = 2
 #: A scenario's links before the fit replaces them (see _comm).
@@ -79,6 +85,7 @@ class Result:
     rows: list[HeldOut] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # curves that could not be validated
     links: dict[str, str] = field(default_factory=dict)  # link family -> fitted values
+    servers: dict[str, str] = field(default_factory=dict)  # family -> fitted server cost
     pooled: bool = False  # every curve used its family's pooled link fit
 
     def by_strategy(self) -> dict[str, dict[str, float | bool]]:
@@ -114,9 +121,11 @@ def _label(r: dict) -> str:
             + (f" @ {r['link']}{limit}" if r.get("link") else ""))
 
 
-def _scenario(r: dict) -> Scenario:
-    """The run's shape; its links are the fitted ones (set in _comm)."""
-    return scenario(r, _UNFITTED, _UNFITTED)
+def _scenario(r: dict, costs: dict[tuple, ServerCost] | None = None) -> Scenario:
+    """The run's shape, with its family's fitted server cost; its links are the fitted
+    ones (set in _comm)."""
+    sc = scenario(r, _UNFITTED, _UNFITTED)
+    return replace(sc, server_cost=(costs or {}).get(_family(r)))
 
 
 def _comm(sc: Scenario, compute: Compute, alpha: float, beta: float) -> float:
@@ -128,6 +137,67 @@ def _coefficients(sc: Scenario, compute: Compute) -> tuple[float, float]:
     """Exposed communication per second of alpha and per s/byte of beta (exact when there
     is no overlap: the model is linear in both)."""
     return _comm(sc, compute, 1.0, 0.0), _comm(sc, compute, 0.0, 1.0)
+
+
+def _without_link(sc: Scenario, compute: Compute) -> float:
+    """The model's t_iter before any link cost: compute and the servers' CPU time."""
+    return predict(replace(sc, intra=_UNFITTED, inter=_UNFITTED), compute).t_iter
+
+
+def _server_cpu(r: dict) -> list[float]:
+    """Core-seconds per step of each of a run's parameter servers, busiest first, from its
+    telemetry (mean cores while measuring x t_iter); empty without telemetry."""
+    cores = json.loads(r.get("cpu_cores_by_process_json") or "{}")
+    return sorted((v * r["t_iter_s"] for k, v in cores.items() if k.startswith("server")),
+                  reverse=True)
+
+
+def _server_points(r: dict) -> list[tuple[float, int, float]]:
+    """(bytes held, clients, core-seconds per step) for each server of a stored PS run.
+    ps-lite numbers servers in the order they register, not by host, so the measured CPU
+    is matched to the placement's byte counts by rank (busiest with largest)."""
+    used = _server_cpu(r)
+    if not used:
+        return []
+    sc = _scenario(r)
+    net = cost(sc.model, sc.image_size, sc.num_classes)
+    held = sorted(placement.place([(t.key, t.nbytes) for t in net.tensors], sc.ps,
+                                  sc.ps_placement, sc.model).bytes_per_server, reverse=True)
+    clients = sc.nodes if sc.ps_local_aggregation and sc.devices_per_node > 1 else sc.workers
+    return [(b, clients, c) for b, c in zip(held, used)]
+
+
+def _fit_servers(points: list[tuple[float, int, float]]) -> tuple[float, float] | None:
+    """(per_byte, per_client_byte) by least squares on core-s = B (u + n c), both >= 0;
+    None when the points cannot separate them (a single client count)."""
+    xs = [(b, b * n, y) for b, n, y in points]
+    s11 = sum(a * a for a, _, _ in xs)
+    s22 = sum(b * b for _, b, _ in xs)
+    s12 = sum(a * b for a, b, _ in xs)
+    s1y = sum(a * y for a, _, y in xs)
+    s2y = sum(b * y for _, b, y in xs)
+    det = s11 * s22 - s12 * s12
+    if len({n for _, n, _ in points}) < 2 or det <= 1e-12 * s11 * s22:
+        return None
+    u, c = (s1y * s22 - s2y * s12) / det, (s2y * s11 - s1y * s12) / det
+    if u < 0:  # all of it per client
+        return 0.0, s2y / s22
+    if c < 0:  # all of it per step
+        return s1y / s11, 0.0
+    return u, c
+
+
+def _worker_compute(compute: Compute, base: dict) -> Compute:
+    """The baseline's compute without its own server's CPU time, where that server shared
+    the worker's quota (the model adds every host's server time back itself)."""
+    q = base.get("cpus_per_host") or 0.0
+    used = _server_cpu(base) if base["strategy"] == "ps-sync" else []
+    if not q or not used or not compute.total:
+        return compute
+    f = max(compute.total - used[0] / q, 0.0) / compute.total
+    return Compute(compute.t_f * f, compute.t_b * f, compute.t_u * f, compute.t_io * f,
+                   compute.t_h2d * f, source=f"{compute.source}, less its server's measured "
+                   f"CPU time ({used[0] / q * 1e3:.0f} ms over the {q:g} CPU quota)")
 
 
 def _family(r: dict) -> tuple:
@@ -187,6 +257,28 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
             + (f" (experiment {experiment!r})" if experiment else "")
             + f" has throughput runs at {', '.join(map(str, scales)) or 'no'} worker counts. "
             "Run a scaling curve, e.g. dnnbench run -e experiments/scaling-emulated.toml")
+    # 0. the servers' own CPU cost per family, from the telemetry of its small PS runs
+    costs: dict[tuple, ServerCost] = {}
+    server_pts: dict[tuple, list[tuple[float, int, float]]] = {}
+    server_runs: dict[tuple, list[str]] = {}
+    for r in runs:
+        if r["strategy"] == "ps-sync" and r["workers"] <= FIT_MAX_WORKERS \
+                and r.get("cpus_per_host"):
+            pts = _server_points(r)
+            if pts:
+                server_pts.setdefault(_family(r), []).extend(pts)
+                server_runs.setdefault(_family(r), []).append(r["run_id"])
+    for fam, pts in server_pts.items():
+        fitted = _fit_servers(pts)
+        name = f"{fam[0]} @ {fam[1]}, {fam[2]:g} CPU/host"
+        if fitted is None:
+            result.servers[name] = ("not fitted: the servers' telemetry covers one client "
+                                    "count only")
+            continue
+        how = f"servers' CPU telemetry of runs {', '.join(server_runs[fam])}"
+        costs[fam] = ServerCost(*fitted, source=f"fitted on the {how}")
+        result.servers[name] = (f"{fitted[0] * 1e9:.3f} core-ns per byte held + "
+                                f"{fitted[1] * 1e9:.3f} per byte per client ({how})")
     # 1. compute per curve, and the fit points of each link family
     fits: dict[tuple, list[tuple[float, float, float, str]]] = {}
     own_fits: dict[tuple, list[tuple[float, float, float, str]]] = {}
@@ -200,10 +292,13 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
                                   "(same link and CPU limit) to give its compute")
             continue
         compute = compute_from_baseline(store, base)
+        if _family(sample) in costs:
+            compute = _worker_compute(compute, base)
         for r in curve:
             if 1 < r["workers"] <= FIT_MAX_WORKERS:
-                a, b = _coefficients(_scenario(r), compute)
-                point = (a, b, r["t_iter_s"] - compute.total, r["run_id"])
+                sc = _scenario(r, costs)
+                a, b = _coefficients(sc, compute)
+                point = (a, b, r["t_iter_s"] - _without_link(sc, compute), r["run_id"])
                 fits.setdefault(_family(r), []).append(point)
                 own_fits.setdefault(_key(r), []).append(point)
         plans.append((curve, base, compute))
@@ -249,13 +344,14 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
                 result.skipped.append(f"{_label(r)}: no 2-worker run on its link to fit "
                                       "the link from")
                 continue
-            sc = _scenario(r)
+            sc = _scenario(r, costs)
             lk = network.Link("fitted", alpha, beta)
             p = predict(replace(sc, intra=lk, inter=lk), compute)
             result.rows.append(HeldOut(
                 _label(r), r["strategy"], r["workers"], r["t_iter_s"], r["t_iter_low_s"],
                 r["t_iter_high_s"], p.t_iter,
                 f"compute: {compute.source}; link: {how}"
+                + (f"; servers' CPU: {sc.server_cost.source}" if sc.server_cost else "")
                 + ("" if not sc.overlap else "; overlap modelled (not linear in the fit)"),
                 r["run_id"]))
     if not result.rows:
@@ -286,6 +382,8 @@ def table(result: Result) -> str:
                                   "2-worker run of their own") + "):")
     for fam, txt in result.links.items():
         lines.append(f"  link {fam}: {txt}")
+    for fam, txt in result.servers.items():
+        lines.append(f"  parameter servers' CPU, {fam}: {txt}")
     for r in result.rows:
         lines.append(f"  {r.label}: {r.fitted_from}")
     for s in result.skipped:

@@ -61,6 +61,21 @@ class Compute:
 
 
 @dataclass(frozen=True)
+class ServerCost:
+    """A parameter server's own CPU time per step, in core-seconds per byte it holds:
+    `per_byte` once per step (applying the update), `per_client_byte` for each client
+    (receiving and summing its push, serving its pull). Only matters where the servers
+    share a CPU quota with a worker (emulated hosts): it then lengthens that host's step."""
+
+    per_byte: float
+    per_client_byte: float
+    source: str = "given"
+
+    def core_seconds(self, nbytes: float, clients: int) -> float:
+        return nbytes * (self.per_byte + clients * self.per_client_byte)
+
+
+@dataclass(frozen=True)
 class Scenario:
     model: str
     batch: int  # per device
@@ -80,6 +95,11 @@ class Scenario:
     #: servers run on the workers' hosts, server i on host i (how dnnbench places them on
     #: emulated hosts and under Slurm); False: on hosts of their own (the Cori study)
     ps_colocated: bool = False
+    #: each host's CPU quota in cores (emulated hosts; 0: none)
+    cpus_per_host: float = 0.0
+    #: the servers' own CPU time; with `ps_colocated` and a quota it adds to the step of
+    #: the host whose server is busiest (None: not modelled)
+    server_cost: ServerCost | None = None
     image_size: int = 224
     num_classes: int = 1000
 
@@ -98,6 +118,8 @@ class Prediction:
     t_iter_single: float
     assumptions: tuple[str, ...] = field(default_factory=tuple)
     detail: dict[str, Any] = field(default_factory=dict)
+    #: the busiest server's own CPU time over its host's quota (see ServerCost)
+    t_server: float = 0.0
 
     @property
     def throughput(self) -> float:
@@ -110,7 +132,7 @@ class Prediction:
     def breakdown(self) -> dict[str, float]:
         c = self.compute
         return {"io": c.t_io, "h2d": c.t_h2d, "forward": c.t_f, "backward": c.t_b,
-                "update": c.t_u, "comm_exposed": self.t_comm_exposed}
+                "update": c.t_u, "server": self.t_server, "comm_exposed": self.t_comm_exposed}
 
 
 def _links(s: Scenario) -> tuple[network.Link, network.Link]:
@@ -155,7 +177,9 @@ def _ps_cost(s: Scenario, net: NetworkCost, inter: network.Link,
               "worker's total bytes, whichever is larger"),
              f"{s.ps_placement} placement over {s.ps} server(s): busiest holds "
              f"{busiest / 1e6:.2f} MB, imbalance {plc.imbalance:.2f}x the mean",
-             "server-side aggregation time is ignored"]
+             "the servers' own CPU time (receive, sum, update) is "
+             + ("modelled below" if s.server_cost and s.ps_colocated and s.cpus_per_host > 0
+                else "not modelled")]
     if local:
         notes.append(f"the {s.devices_per_node} devices of a node sum their gradients over "
                      f"{intra.name} first ({aggregation * 1e3:.1f} ms) and push once per node: "
@@ -163,6 +187,24 @@ def _ps_cost(s: Scenario, net: NetworkCost, inter: network.Link,
     return 2 * per_phase + aggregation, {
         "placement_imbalance": plc.imbalance, "busiest_server_bytes": busiest,
         "empty_servers": plc.empty_servers, "ps_clients": n}, notes
+
+
+def server_time(s: Scenario, net: NetworkCost) -> tuple[float, list[str]]:
+    """The busiest server's CPU time per step where it shares its host's quota with a
+    worker: its core-seconds (ServerCost) over the quota. A host's processes take turns on
+    its quota, so this time adds to that host's worker's step, and a synchronous step
+    waits for the slowest host."""
+    c = s.server_cost
+    if s.strategy != "ps" or c is None or not s.ps_colocated or s.cpus_per_host <= 0:
+        return 0.0, []
+    plc = placement.place([(t.key, t.nbytes) for t in net.tensors], s.ps, s.ps_placement,
+                          s.model)
+    local = s.ps_local_aggregation and s.devices_per_node > 1
+    clients = s.nodes if local else s.workers
+    t = c.core_seconds(max(plc.bytes_per_server), clients) / s.cpus_per_host
+    return t, [f"the busiest server's own CPU time, {t * 1e3:.0f} ms per step, shares its "
+               f"host's {s.cpus_per_host:g} CPU with a worker ({clients} client(s); "
+               f"{c.source})"]
 
 
 def predict(s: Scenario, compute: Compute) -> Prediction:
@@ -203,8 +245,12 @@ def predict(s: Scenario, compute: Compute) -> Prediction:
                   if s.overlap else "no overlap: all communication after backward"]
         detail = {"messages": len(sim.messages), "fusion_bytes": fusion,
                   "gradient_bytes": m}
-    t_iter = compute.total + exposed
-    return Prediction(s, compute, t_comm, exposed, t_iter, compute.total, tuple(notes), detail)
+    t_server, more = server_time(s, net)
+    notes += more
+    single = compute.total + server_time(replace(s, nodes=1, devices_per_node=1, ps=1), net)[0]
+    t_iter = compute.total + t_server + exposed
+    return Prediction(s, compute, t_comm, exposed, t_iter, single, tuple(notes), detail,
+                      t_server)
 
 
 def sweep_workers(s: Scenario, compute: Compute, worker_counts: list[int]) -> list[Prediction]:
