@@ -199,3 +199,51 @@ def test_holdout_fits_each_curves_link_from_its_own_two_worker_run(tmp_path):
     assert proc.returncode in (0, 1) and "links pooled per link family):" in proc.stdout
     bad = run_cli("predict", "--pooled-links", "--db", str(db))
     assert bad.returncode == 2 and "--validate --holdout --pooled-links" in bad.stderr
+
+
+def test_holdout_fits_the_servers_cpu_from_small_runs_and_carries_it_to_8_hosts(tmp_path):
+    """The held-out path run backwards on a parameter-server curve the model itself made
+    from known inputs (worker compute, server core-seconds per byte per step and per
+    client, link beta), stored as runs with per-process telemetry: fitted only on the 1-
+    and 2-host runs, it must give those inputs back and predict the 4- and 8-host runs
+    exactly; the servers' CPU fit is named in the table."""
+    import json
+    from dataclasses import replace
+
+    from frameworks.contract import RunSpec
+    from harness import collect
+    from harness.perfmodel import holdout, network, validate
+    from harness.perfmodel.predict import Compute, ServerCost, predict
+    from harness.store import RunRecord
+
+    worker = Compute(0.25, 0.5)
+    truth = ServerCost(1.4e-9, 0.6e-9)
+    lk = network.Link("truth", 0.0, 1 / 2e8)
+    with Store(tmp_path / "ps.db") as store:
+        for ps, nodes in ((1, 1), (1, 2), (2, 2), (1, 4), (2, 4), (1, 8), (2, 8)):
+            spec = RunSpec(framework="mxnet", model="resnet50", strategy="ps-sync", ps=ps,
+                           nodes=nodes, batch_size=8, image_size=32, num_classes=10,
+                           link="10gbit", cpus_per_host=0.25)
+            row = collect.base_row(spec, "ps", f"ps{ps}x{nodes}", "ok")
+            row["threads"] = None
+            sc = replace(validate.scenario(row, lk, lk), server_cost=truth)
+            p = predict(sc, worker)
+            # the servers' core-seconds per step, as telemetry would give them
+            plc = holdout.placement.place(
+                [(t.key, t.nbytes) for t in holdout.cost("resnet50", 32, 10).tensors], ps,
+                sc.ps_placement, "resnet50")
+            cores = {f"server{i}": truth.core_seconds(b, nodes) / p.t_iter
+                     for i, b in enumerate(plc.bytes_per_server)}
+            row.update(t_iter_s=p.t_iter, t_iter_low_s=p.t_iter, t_iter_high_s=p.t_iter,
+                       manifest_json=json.dumps({}),
+                       cpu_cores_by_process_json=json.dumps({"worker0": 0.2, **cores}))
+            store.add(RunRecord(row))
+        result = holdout.validate(store)
+    assert {r.workers for r in result.rows} == {4, 8} and len(result.rows) == 4
+    for r in result.rows:
+        assert r.error == pytest.approx(0.0, abs=1e-6), (r.label, r.error)
+        assert "less its server's measured CPU time" in r.fitted_from
+        assert "servers' CPU: fitted on the servers' CPU telemetry" in r.fitted_from
+    (fitted,) = result.servers.values()
+    assert fitted.startswith("1.400 core-ns per byte held + 0.600 per byte per client")
+    assert "parameter servers' CPU" in holdout.table(result)
