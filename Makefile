@@ -8,11 +8,12 @@ RESULTS ?= results
 # registry needed); python:3.11-slim-bookworm where a registry is reachable
 IMAGE_BASE ?= local
 
-.PHONY: demo test test-fast lint bench clean-results help
+.PHONY: demo test test-all test-fast lint bench clean-results help
 
 help:
 	@echo "make demo       set up, run the default benchmark, write $(RESULTS)/report.html"
-	@echo "make test       set up and run the whole test suite (what CI runs)"
+	@echo "make test       set up and run the test suite (what CI runs)"
+	@echo "make test-all   the same and the extended tier (more frameworks per path)"
 	@echo "make test-fast  tests that need no framework env, root or daemon (~2 min)"
 	@echo "make bench      benchmarks of the harness itself (bench/, ~50 min)"
 
@@ -26,6 +27,15 @@ demo:
 	    --db $(RESULTS)/default.db --csv $(RESULTS)/default.csv --report $(RESULTS)/report.html
 
 test:
+	@harness/system-deps.sh; \
+	venv=$$(harness/bootstrap.sh); \
+	$$venv/bin/dnnbench env setup $(FRAMEWORKS); \
+	$$venv/bin/ruff check .; \
+	$$venv/bin/python -m pytest -q -rs --durations=25 -m "not extended"
+
+# everything, the `extended` tier included (another framework's or network's run of paths
+# `make test` covers; about 12 minutes more, a fifth image build among them)
+test-all:
 	@harness/system-deps.sh; \
 	venv=$$(harness/bootstrap.sh); \
 	$$venv/bin/dnnbench env setup $(FRAMEWORKS); \

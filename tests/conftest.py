@@ -68,7 +68,8 @@ HEAVY_MODULES = {"test_emulated"}
 
 def pytest_collection_modifyitems(config, items):
     """Tiers: `make test-fast` runs what needs no framework environment, no root and no
-    daemon (-m "not slow and not heavy"); `make test` runs everything."""
+    daemon (-m "not slow and not heavy"); `make test` all but the `extended` tier (-m
+    "not extended"); `make test-all` everything."""
     for item in items:
         if (HEAVY_FIXTURES & set(item.fixturenames) or item.get_closest_marker("slow")
                 or item.module.__name__.rsplit(".", 1)[-1] in HEAVY_MODULES):
@@ -77,7 +78,8 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """After a session that ran heavy tests: which launcher-table cells it ran (tests/cells.py)."""
-    if (config.getoption("markexpr", "") or config.option.keyword or config.option.collectonly
+    if (config.getoption("markexpr", "") not in ("", "not extended") or config.option.keyword
+            or config.option.collectonly
             or any(not a.startswith("-") for a in config.invocation_params.args)):
         return  # a tier or a selection: the table would only list what was left out
     from tests import cells

@@ -295,6 +295,7 @@ threads = 1
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # a fifth image build (3 minutes cold): `make test-all`
 @needs_podman
 def test_jax_image_runs_single_and_allreduce_like_its_venv(tmp_path):
     """The JAX image (no Horovod: JAX has no binding) built from the local base (~1 min),

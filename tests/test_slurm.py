@@ -216,18 +216,21 @@ AUTO_THREADS = ("--model", "googlenet", "--image-size", "32", "--batch", "4", "-
 COMMON = AUTO_THREADS + ("--threads", "1")
 
 
-def test_sbatch_two_node_runs_land_in_the_database(all_envs, slurm, tmp_path):
+@pytest.mark.parametrize("fw,strategy", [
+    ("torch", "allreduce"), ("torch", "horovod"),
+    # the same (allreduce, slurm, venv) cell as torch's: `make test-all` only
+    pytest.param("jax", "allreduce", marks=pytest.mark.extended),
+    pytest.param("tensorflow", "allreduce", marks=pytest.mark.extended)])  # TF_CONFIG per task
+def test_sbatch_two_node_runs_land_in_the_database(all_envs, slurm, tmp_path, fw, strategy):
     db = str(tmp_path / "r.db")
-    runs = (("torch", "allreduce"), ("torch", "horovod"), ("jax", "allreduce"),
-            ("tensorflow", "allreduce"))  # MultiWorkerMirrored: TF_CONFIG built per task
-    for i, (fw, strategy) in enumerate(runs):
-        # the first with threads left to dnnbench: sized to the compute nodes (1 CPU
-        # each), not to this 2-core host, or Slurm refuses the job's --cpus-per-task
-        common = AUTO_THREADS if i == 0 else COMMON
-        proc = run_cli("run", "--framework", fw, "--strategy", strategy, *common, "--db", db,
-                       "--slurm-dir", str(tmp_path / "jobs"), env=slurm)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert _rows(db) == [("ok", "", strategy, 2, 1) for _, strategy in runs]
+    # torch DDP with threads left to dnnbench: sized to the compute nodes (1 CPU each), not
+    # to this 2-core host, or Slurm refuses the job's --cpus-per-task
+    common = AUTO_THREADS if (fw, strategy) == ("torch", "allreduce") else COMMON
+    proc = run_cli("run", "--framework", fw, "--strategy", strategy, *common, "--db", db,
+                   "--slurm-dir", str(tmp_path / "jobs"), env=slurm)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    runs = [(fw, strategy)]
+    assert _rows(db) == [("ok", "", strategy, 2, 1)]
     threads = [t for (t,) in sqlite3.connect(db).execute(
         "SELECT threads FROM runs ORDER BY started")]
     assert threads == [1] * len(runs)

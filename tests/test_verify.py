@@ -25,13 +25,22 @@ def _assert_all_pass(results, frameworks=FRAMEWORKS, networks=NETWORKS):
         assert c.passed, verify.table(results)
 
 
-def test_all_networks_match_in_all_frameworks(all_envs):
+#: the default tier checks ResNet-50 (batch norm, residual sums) and HEP-CNN; AlexNet and
+#: GoogLeNet are in `make test-all` (about 2 minutes more), and in the other-kernels test
+DEFAULT_TIER_NETWORKS = ("resnet50", "hepcnn")
+
+
+@pytest.mark.parametrize("network", [
+    n if n in DEFAULT_TIER_NETWORKS else pytest.param(n, marks=pytest.mark.extended)
+    for n in ALL_NETWORKS])
+def test_all_networks_match_in_all_frameworks(all_envs, network):
     assert "hepcnn" in ALL_NETWORKS
-    _assert_all_pass(verify.run(ALL_NETWORKS, list(FRAMEWORKS), image_size=64, num_classes=10,
-                                echo=lambda s: None), networks=ALL_NETWORKS)
+    _assert_all_pass(verify.run([network], list(FRAMEWORKS), image_size=64, num_classes=10,
+                                echo=lambda s: None), networks=[network])
 
 
 @pytest.mark.slow
+@pytest.mark.extended
 def test_all_networks_match_on_other_cpu_kernels(all_envs, monkeypatch):
     """Another CPU picks other oneDNN kernels (an Intel Xeon failed the old per-tensor
     measure). SSE4.1 kernels are the worst case measured here: they put ReLU inputs on
@@ -64,6 +73,7 @@ def test_a_perturbed_layer_fails_the_check(all_envs, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.extended
 def test_hardest_tensors_to_perturb_are_caught(all_envs):
     """The tensors whose update is largest against their own size (so a 5% change of the
     weights is smallest against the update: measured, lr 0.1), and BN shifts that barely
