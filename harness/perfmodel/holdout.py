@@ -13,7 +13,11 @@ more workers is predicted from those inputs alone:
   Such a beta is that network's effective cost per byte on the link, its fixed per-step
   costs included, and the model's structure (ring steps, bytes per worker, PS fan-in)
   carries it to more workers. A curve without a 2-worker run of its own (more servers
-  than two hosts hold) takes its link family's pooled fit; `pooled=True` uses that fit
+  than two hosts hold) takes its link family's pooled fit, and so does every curve whose
+  servers' CPU is modelled (below): what one 2-worker run leaves after compute and
+  server CPU is a few percent of its step, mostly not the link's, and a per-curve beta
+  would multiply it by the remote clients (on the cori2017-emulated runs of 2026-12-01:
+  worst error 64.5% per curve, 24.3% pooled); `pooled=True` uses that fit
   for every curve: beta from all the family's 2-worker runs, alpha from commbench, else
   by least squares when they span several gradient sizes, else 0;
 * the parameter servers' own CPU time (predict.ServerCost: core-seconds per byte held,
@@ -334,12 +338,15 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
             if r["workers"] <= FIT_MAX_WORKERS:
                 continue
             fam = _family(r)
-            if _key(r) in curve_links:
+            if _key(r) in curve_links and fam not in costs:
                 alpha, beta, how = curve_links[_key(r)]
             elif fam in links:
                 alpha, beta, how = links[fam]
                 if not pooled:
-                    how = "no 2-worker run of this curve: its link family's pooled fit, " + how
+                    how = ("the servers' CPU is modelled, so one 2-worker run's remainder is "
+                           "not the link's alone: its link family's pooled fit, "
+                           if fam in costs else
+                           "no 2-worker run of this curve: its link family's pooled fit, ") + how
             else:
                 result.skipped.append(f"{_label(r)}: no 2-worker run on its link to fit "
                                       "the link from")
