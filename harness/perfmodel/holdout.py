@@ -175,20 +175,29 @@ def _fit_servers(points: list[tuple[float, int, float]]) -> tuple[float, float] 
     """(per_byte, per_client_byte) by least squares on core-s = B (u + n c), both >= 0;
     None when the points cannot separate them (a single client count)."""
     xs = [(b, b * n, y) for b, n, y in points]
-    s11 = sum(a * a for a, _, _ in xs)
-    s22 = sum(b * b for _, b, _ in xs)
-    s12 = sum(a * b for a, b, _ in xs)
-    s1y = sum(a * y for a, _, y in xs)
-    s2y = sum(b * y for _, b, y in xs)
-    det = s11 * s22 - s12 * s12
-    if len({n for _, n, _ in points}) < 2 or det <= 1e-12 * s11 * s22:
+    fit = _least_squares(xs) if len({n for _, n, _ in points}) >= 2 else None
+    if fit is None:
         return None
-    u, c = (s1y * s22 - s2y * s12) / det, (s2y * s11 - s1y * s12) / det
+    u, c = fit
     if u < 0:  # all of it per client
-        return 0.0, s2y / s22
+        return 0.0, sum(b * y for _, b, y in xs) / sum(b * b for _, b, _ in xs)
     if c < 0:  # all of it per step
-        return s1y / s11, 0.0
+        return sum(a * y for a, _, y in xs) / sum(a * a for a, _, _ in xs), 0.0
     return u, c
+
+
+def _least_squares(points: list[tuple[float, float, float]]) -> tuple[float, float] | None:
+    """(p, q) minimising the sum of (y - p a - q b)^2 over points (a, b, y); None where a
+    and b are (nearly) proportional, so the points cannot tell p from q."""
+    saa = sum(a * a for a, _, _ in points)
+    sbb = sum(b * b for _, b, _ in points)
+    sab = sum(a * b for a, b, _ in points)
+    say = sum(a * y for a, _, y in points)
+    sby = sum(b * y for _, b, y in points)
+    det = saa * sbb - sab * sab
+    if det <= 1e-12 * saa * sbb:
+        return None
+    return (say * sbb - sby * sab) / det, (sby * saa - say * sab) / det
 
 
 def _worker_compute(compute: Compute, base: dict) -> Compute:
@@ -217,20 +226,14 @@ def _fit_link(points: list[tuple[float, float, float]], alpha: float | None
         num = sum(b * (y - a * alpha) for a, b, y in points)
         den = sum(b * b for _, b, _ in points)
         return alpha, max(num / den, 0.0) if den else 0.0, "alpha from commbench"
-    if len(points) >= 2:
-        saa = sum(a * a for a, _, _ in points)
-        sbb = sum(b * b for _, b, _ in points)
-        sab = sum(a * b for a, b, _ in points)
-        say = sum(a * y for a, _, y in points)
-        sby = sum(b * y for _, b, y in points)
-        det = saa * sbb - sab * sab
-        if det > 1e-12 * saa * sbb:
-            al, be = (say * sbb - sby * sab) / det, (sby * saa - say * sab) / det
-            if al >= 0 and be >= 0:
-                return al, be, "alpha and beta by least squares"
-            _, beta, _ = _fit_link(points, 0.0)
-            return 0.0, beta, (f"alpha = 0 (least squares over {len(points)} runs gave "
-                               f"alpha {al * 1e6:.0f} us, beta {be:.3g} s/B: no valid link)")
+    fit = _least_squares(points) if len(points) >= 2 else None
+    if fit is not None:
+        al, be = fit
+        if al >= 0 and be >= 0:
+            return al, be, "alpha and beta by least squares"
+        _, beta, _ = _fit_link(points, 0.0)
+        return 0.0, beta, (f"alpha = 0 (least squares over {len(points)} runs gave "
+                           f"alpha {al * 1e6:.0f} us, beta {be:.3g} s/B: no valid link)")
     _, beta, _ = _fit_link(points, 0.0)
     return 0.0, beta, "alpha = 0 assumed (one gradient size among the fit runs)"
 
