@@ -1,5 +1,7 @@
 """Every adapter in its real environment, through the real worker and runner."""
 
+import math
+
 import pytest
 
 from frameworks import events
@@ -37,7 +39,11 @@ def test_loss_falls_on_a_fixed_batch(all_envs, framework):
     losses = [v for ev in collect.job_events(job) if ev["event"] == events.LOSS
               for v in ev["values"]]
     assert len(losses) == 20
-    assert sum(losses[-3:]) / 3 < 0.5 * sum(losses[:3]) / 3, losses
+    # against the untrained loss, ln(10) for 10 classes: single-worker warm-up runs until
+    # the step times settle, and on a slow machine it can fit the batch before the first
+    # recorded step (MXNet's first recorded loss was 0.0015 here), so the recorded steps
+    # alone need not fall any more
+    assert sum(losses[-3:]) / 3 < 0.5 * math.log(10), losses
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
