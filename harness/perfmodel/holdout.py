@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 
 from harness.perfmodel import network, placement
 from harness.perfmodel.measured import compute_from_baseline
-from harness.perfmodel.predict import Compute, Scenario, ServerCost, predict
+from harness.perfmodel.predict import Compute, Scenario, ServerCost, predict, ps_clients
 from harness.perfmodel.validate import LIBRARY, STRATEGY_MAP, scenario
 from harness.scaling import baseline
 from harness.stats import median
@@ -167,8 +167,7 @@ def _server_points(r: dict) -> list[tuple[float, int, float]]:
     net = cost(sc.model, sc.image_size, sc.num_classes)
     held = sorted(placement.place([(t.key, t.nbytes) for t in net.tensors], sc.ps,
                                   sc.ps_placement, sc.model).bytes_per_server, reverse=True)
-    clients = sc.nodes if sc.ps_local_aggregation and sc.devices_per_node > 1 else sc.workers
-    return [(b, clients, c) for b, c in zip(held, used)]
+    return [(b, ps_clients(sc), c) for b, c in zip(held, used)]
 
 
 def _fit_servers(points: list[tuple[float, int, float]]) -> tuple[float, float] | None:

@@ -142,6 +142,19 @@ def _links(s: Scenario) -> tuple[network.Link, network.Link]:
     return resolve(s.intra), resolve(s.inter)
 
 
+def ps_clients(s: Scenario) -> int:
+    """A server's clients: every worker, or one per node where a node's devices sum their
+    gradients first (MXNet's local kvstore)."""
+    return s.nodes if s.ps_local_aggregation and s.devices_per_node > 1 else s.workers
+
+
+def servers_share_quota(s: Scenario) -> bool:
+    """Whether the servers' own CPU time is on the workers' path: a server cost is given,
+    and servers share quota-limited hosts with the workers."""
+    return (s.strategy == "ps" and s.server_cost is not None and s.ps_colocated
+            and s.cpus_per_host > 0)
+
+
 def _ps_cost(s: Scenario, net: NetworkCost, inter: network.Link,
              intra: network.Link) -> tuple[float, dict[str, Any], list[str]]:
     """Push then pull through the busiest server: its bytes from every client that
@@ -151,7 +164,7 @@ def _ps_cost(s: Scenario, net: NetworkCost, inter: network.Link,
     plc = placement.place(tensors, s.ps, s.ps_placement, s.model)
     lk = inter if (s.nodes > 1 or s.ps > 0) else intra
     local = s.ps_local_aggregation and s.devices_per_node > 1
-    n = s.nodes if local else s.workers  # the servers' clients
+    n = ps_clients(s)
     busiest = plc.max_bytes
     k_max = max(plc.tensors_per_server)
     colocated = s.ps_colocated and s.nodes > 1
@@ -178,8 +191,7 @@ def _ps_cost(s: Scenario, net: NetworkCost, inter: network.Link,
              f"{s.ps_placement} placement over {s.ps} server(s): busiest holds "
              f"{busiest / 1e6:.2f} MB, imbalance {plc.imbalance:.2f}x the mean",
              "the servers' own CPU time (receive, sum, update) is "
-             + ("modelled below" if s.server_cost and s.ps_colocated and s.cpus_per_host > 0
-                else "not modelled")]
+             + ("modelled below" if servers_share_quota(s) else "not modelled")]
     if local:
         notes.append(f"the {s.devices_per_node} devices of a node sum their gradients over "
                      f"{intra.name} first ({aggregation * 1e3:.1f} ms) and push once per node: "
@@ -195,12 +207,11 @@ def server_time(s: Scenario, net: NetworkCost) -> tuple[float, list[str]]:
     its quota, so this time adds to that host's worker's step, and a synchronous step
     waits for the slowest host."""
     c = s.server_cost
-    if s.strategy != "ps" or c is None or not s.ps_colocated or s.cpus_per_host <= 0:
+    if c is None or not servers_share_quota(s):
         return 0.0, []
     plc = placement.place([(t.key, t.nbytes) for t in net.tensors], s.ps, s.ps_placement,
                           s.model)
-    local = s.ps_local_aggregation and s.devices_per_node > 1
-    clients = s.nodes if local else s.workers
+    clients = ps_clients(s)
     t = c.core_seconds(max(plc.bytes_per_server), clients) / s.cpus_per_host
     return t, [f"the busiest server's own CPU time, {t * 1e3:.0f} ms per step, shares its "
                f"host's {s.cpus_per_host:g} CPU with a worker ({clients} client(s); "
