@@ -8,7 +8,7 @@ RESULTS ?= results
 # registry needed); python:3.11-slim-bookworm where a registry is reachable
 IMAGE_BASE ?= local
 
-.PHONY: demo test test-all test-fast lint bench clean-results help
+.PHONY: demo test test-all test-fast lint bench bench-scaling clean-results help
 
 help:
 	@echo "make demo       set up, run the default benchmark, write $(RESULTS)/report.html"
@@ -16,20 +16,23 @@ help:
 	@echo "make test-all   the same and the extended tier (more frameworks per path)"
 	@echo "make test-fast  tests that need no framework env, root or daemon (~2 min)"
 	@echo "make bench      benchmarks of the harness itself (bench/, ~50 min)"
+	@echo "make bench-scaling  emulated scaling sweeps to 8 hosts + held-out model check (root, ~45 min)"
 
 # the default benchmark runs no Horovod job: its environments skip the Horovod build (about
 # 3 minutes per framework; a cached build with Horovod is reused)
 demo:
 	@harness/system-deps.sh --runtime; \
 	venv=$$(harness/bootstrap.sh); \
-	$$venv/bin/dnnbench env setup --no-horovod $(FRAMEWORKS); \
+	$$venv/bin/dnnbench env setup --no-horovod --jobs 2 $(FRAMEWORKS); \
 	$$venv/bin/dnnbench run --experiment experiments/default.toml \
 	    --db $(RESULTS)/default.db --csv $(RESULTS)/default.csv --report $(RESULTS)/report.html
 
+# Horovod is compiled only for torch here (its binding is the one the default tier runs:
+# tests/conftest.py DEFAULT_TIER_HOROVOD); test-all compiles it for every framework
 test:
 	@harness/system-deps.sh; \
 	venv=$$(harness/bootstrap.sh); \
-	$$venv/bin/dnnbench env setup $(FRAMEWORKS); \
+	$$venv/bin/dnnbench env setup --horovod-for torch --jobs 2 $(FRAMEWORKS); \
 	$$venv/bin/ruff check .; \
 	$$venv/bin/python -m pytest -q -rs --durations=25 -m "not extended"
 
@@ -38,7 +41,7 @@ test:
 test-all:
 	@harness/system-deps.sh; \
 	venv=$$(harness/bootstrap.sh); \
-	$$venv/bin/dnnbench env setup $(FRAMEWORKS); \
+	$$venv/bin/dnnbench env setup --jobs 2 $(FRAMEWORKS); \
 	$$venv/bin/ruff check .; \
 	$$venv/bin/python -m pytest -q -rs --durations=25
 
@@ -64,6 +67,14 @@ bench:
 	  $$venv/bin/dnnbench image build torch --base-image $(IMAGE_BASE); \
 	  $$venv/bin/python -m bench.containers; \
 	else echo "bench.containers skipped: no podman or docker"; fi
+
+# the emulated scaling curves (1-8 hosts of a fixed CPU share) and the model's held-out
+# check on them (bench/holdout.py); needs root; resumes what results/ already holds
+bench-scaling:
+	@harness/system-deps.sh --runtime; \
+	venv=$$(harness/bootstrap.sh); \
+	$$venv/bin/dnnbench env setup --horovod-for torch --jobs 2 torch mxnet; \
+	$$venv/bin/python -m bench.holdout
 
 clean-results:
 	rm -rf $(RESULTS)

@@ -34,6 +34,17 @@ EPILOG = """examples:
 """
 
 
+def _framework_list(text: str) -> list[str]:
+    """An argparse type: comma-separated registered framework names."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in SUPPORT]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: {'unknown framework(s) ' + ', '.join(unknown) if unknown else 'empty'}"
+            f"; known: {', '.join(SUPPORT)}")
+    return names
+
+
 def _flag(name: str) -> str:
     from frameworks.contract import FIELDS
 
@@ -77,9 +88,17 @@ def build_parser() -> argparse.ArgumentParser:
     p_setup.add_argument("--variant", choices=["cpu", "cuda"], default="cpu",
                          help="cpu (this machine) or cuda (GPU hosts)")
     p_setup.add_argument("--force", action="store_true", help="rebuild even if cached")
-    p_setup.add_argument("--no-horovod", action="store_true",
-                         help="skip the Horovod build (3 min per framework; reuses a cached "
-                              "build with it): every strategy but 'horovod' runs")
+    hvd = p_setup.add_mutually_exclusive_group()
+    hvd.add_argument("--no-horovod", action="store_true",
+                     help="skip the Horovod build (3 min per framework; reuses a cached "
+                          "build with it): every strategy but 'horovod' runs")
+    hvd.add_argument("--horovod-for", metavar="FW[,FW]", type=_framework_list,
+                     help="compile Horovod only into these frameworks' environments; the "
+                          "others are built as with --no-horovod (make test: torch)")
+    p_setup.add_argument("--jobs", "-j", type=number(int, 1, 64), default=1, metavar="N",
+                         help="build N environments at once (default 1). A Horovod compile "
+                              "starts first and uses every core; the other installs "
+                              "(single-threaded pip) overlap it")
     env_sub.add_parser("list", help="installed environments and versions")
     p_path = env_sub.add_parser("path", help="print an environment's directory")
     p_path.add_argument("framework")
@@ -428,8 +447,17 @@ def cmd_env(args: argparse.Namespace) -> int:
     from harness import envs
 
     if args.env_command == "setup":
-        for fw in args.frameworks or list(SUPPORT):
-            envs.setup(fw, args.variant, force=args.force, horovod=not args.no_horovod)
+        frameworks = args.frameworks or list(SUPPORT)
+        unknown = [fw for fw in frameworks if fw not in SUPPORT]
+        if unknown:
+            raise UserError(f"unknown framework {', '.join(map(repr, unknown))}; "
+                            f"known: {', '.join(SUPPORT)}")
+        if args.horovod_for is not None:
+            frameworks = list(dict.fromkeys([*args.horovod_for, *frameworks]))
+        horovod = {fw: not args.no_horovod and (args.horovod_for is None
+                                                or fw in args.horovod_for)
+                   for fw in frameworks}
+        envs.setup_many(frameworks, args.variant, horovod, force=args.force, jobs=args.jobs)
     elif args.env_command == "list":
         rows = envs.installed()
         if not rows:

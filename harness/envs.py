@@ -114,8 +114,15 @@ def find(framework: str, variant: str = "cpu", horovod: bool = False) -> Env:
                    f"requirements; run: dnnbench env setup {framework}{flag}")
 
 
-def _run(cmd: list[str], log) -> None:
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def wheel_cache() -> Path:
+    """Compiled Horovod wheels, shared by the venvs and the podman image builds
+    (frameworks/horovod/build.sh keys each by everything its binary depends on)."""
+    return cache_dir() / "wheels"
+
+
+def _run(cmd: list[str], log, env: dict[str, str] | None = None) -> None:
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env=None if env is None else {**os.environ, **env})
     log.write(proc.stdout)
     if proc.returncode:
         tail = "\n".join(proc.stdout.strip().splitlines()[-15:])
@@ -154,7 +161,8 @@ def setup(framework: str, variant: str = "cpu", force: bool = False,
                 if build_horovod:
                     echo(f"building Horovod for {framework} (a few minutes, cached after) ...")
                     _run([py, "-m", "pip", "install", "-r", str(HOROVOD_FILES[0])], log)
-                    _run(["bash", str(HOROVOD_FILES[1]), framework, py, variant], log)
+                    _run(["bash", str(HOROVOD_FILES[1]), framework, py, variant], log,
+                         {"DNNBENCH_WHEELS": str(wheel_cache())})
                 module = SUPPORT[framework].import_name
                 probe = subprocess.run(
                     [py, "-c", f"import {module}, json, sys, importlib.util as u; "
@@ -180,6 +188,25 @@ def setup(framework: str, variant: str = "cpu", force: bool = False,
         echo(f"{framework} ({variant}) environment ready in {info['seconds']} s: "
              f"{module} {versions['version']}")
         return Env(framework, variant, path)
+
+
+def setup_many(frameworks: list[str], variant: str, horovod: dict[str, bool],
+               force: bool = False, jobs: int = 1, echo=print) -> list[Env]:
+    """Every environment asked for, `jobs` at a time. A Horovod compile uses every core
+    while a plain install mostly waits on unpacking wheels, so the compiles start first and
+    the installs overlap them. Every build runs to its end; the failures are raised
+    together afterwards."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    order = sorted(frameworks, key=lambda fw: not (horovod[fw] and with_horovod(fw)))
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {fw: pool.submit(setup, fw, variant, force, echo, horovod[fw]) for fw in order}
+    failed = {fw: f.exception() for fw, f in futures.items() if f.exception() is not None}
+    if failed:
+        if len(failed) == 1:
+            raise next(iter(failed.values()))
+        raise EnvError("\n".join(f"{fw}: {exc}" for fw, exc in failed.items()))
+    return [futures[fw].result() for fw in frameworks]
 
 
 def installed() -> list[dict]:

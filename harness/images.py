@@ -21,7 +21,14 @@ from urllib.parse import urlparse
 
 from frameworks.contract import SUPPORT
 from frameworks.support import CPU_BASE
-from harness.envs import HOROVOD_FILES, EnvError, cache_dir, requirements_file, with_horovod
+from harness.envs import (
+    HOROVOD_FILES,
+    EnvError,
+    cache_dir,
+    requirements_file,
+    wheel_cache,
+    with_horovod,
+)
 from runners import container
 
 REPO = Path(__file__).resolve().parent.parent
@@ -181,6 +188,11 @@ def build_command(framework: str, variant: str = "cpu", engine_name: str = "podm
         cmd += ["--format", "docker"]  # OCI images drop SHELL (pipefail in RUN)
         for path in local_paths(pip):
             cmd += ["-v", f"{path}:{path}:ro"]
+        if _compiles_horovod(framework, horovod):
+            # the Horovod wheel a venv (or an earlier image) compiled for the same key is
+            # installed instead of compiling it again; one compiled here is kept for them
+            wheels = wheel_cache()
+            cmd += ["-v", f"{wheels}:{wheels}", "--build-arg", f"DNNBENCH_WHEELS={wheels}"]
         if secret:
             cmd += ["-v", f"{pip_conf}:/etc/pip.conf:ro"]
     return cmd + ["-t", tag, "."]
@@ -249,6 +261,7 @@ def ensure(framework: str, variant: str = "cpu", engine_name: str = "podman",
         cmd = build_command(framework, variant, engine_name, base_image, pip, str(conf),
                             horovod)
         print(redact(" ".join(cmd)), file=log, flush=True)
+        wheel_cache().mkdir(parents=True, exist_ok=True)  # a podman build mounts it
         if subprocess.run(cmd, cwd=REPO, env=engine_env(engine_name)).returncode != 0:
             raise ImageError(f"building {tag} failed (output above)")
     archive.parent.mkdir(parents=True, exist_ok=True)

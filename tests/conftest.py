@@ -50,18 +50,40 @@ def frameworks_with(strategy: str) -> tuple[str, ...]:
     return tuple(fw for fw in FRAMEWORKS if strategy in SUPPORT[fw].strategies)
 
 
+#: The frameworks whose Horovod binding the default tier runs (and `make test` compiles,
+#: 3 minutes each on a fresh 2-core machine); the other bindings run in the extended tier.
+DEFAULT_TIER_HOROVOD = ("torch",)
+
+
+def horovod_frameworks() -> list:
+    """Parameters for a test of every framework's Horovod binding, the extended tier's
+    marked as such."""
+    return [fw if fw in DEFAULT_TIER_HOROVOD else pytest.param(fw, marks=pytest.mark.extended)
+            for fw in frameworks_with("horovod")]
+
+
 @pytest.fixture(scope="session")
 def all_envs():
-    """Every framework's environment (cached; `make test` creates them first)."""
+    """Every framework's environment (cached; `make test` creates them first), with Horovod
+    where the default tier runs it (an environment with Horovod serves the others too)."""
     from harness import envs
 
-    return {fw: envs.setup(fw, "cpu", echo=lambda s: None) for fw in FRAMEWORKS}
+    return {fw: envs.setup(fw, "cpu", echo=lambda s: None, horovod=fw in DEFAULT_TIER_HOROVOD)
+            for fw in FRAMEWORKS}
+
+
+@pytest.fixture
+def horovod_env():
+    """framework -> its environment with Horovod compiled in (built on first use)."""
+    from harness import envs
+
+    return lambda fw: envs.setup(fw, "cpu", echo=lambda s: None, horovod=True)
 
 
 #: Fixtures that need a framework environment, an image or a daemon: a test using any of
 #: them (directly or through another fixture) is in the `heavy` tier.
-HEAVY_FIXTURES = {"torch_env", "all_envs", "torch_image", "ps_images", "slurm", "report_db",
-                  "dataset"}
+HEAVY_FIXTURES = {"torch_env", "all_envs", "horovod_env", "torch_image", "ps_images", "slurm",
+                  "report_db", "dataset"}
 #: Modules whose every test needs root (network namespaces, cgroups) or a daemon.
 HEAVY_MODULES = {"test_emulated"}
 

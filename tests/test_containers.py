@@ -173,7 +173,11 @@ def test_an_image_without_horovod_is_its_own_tag():
     assert images.image_tag("jax", "cpu", True) == images.image_tag("jax", "cpu", False)
     line = run_cli("image", "build", "mxnet", "--no-horovod", "--dry-run").stdout
     assert "--build-arg HOROVOD=0" in line and ":cpu-nohvd-" in line
-    assert "--build-arg HOROVOD=1" in run_cli("image", "build", "mxnet", "--dry-run").stdout
+    assert "DNNBENCH_WHEELS" not in line  # nothing to compile, no wheel cache mounted
+    full = run_cli("image", "build", "mxnet", "--dry-run").stdout
+    wheels = images.wheel_cache()
+    assert "--build-arg HOROVOD=1" in full
+    assert f"-v {wheels}:{wheels} --build-arg DNNBENCH_WHEELS={wheels}" in full
 
 
 def test_image_build_dry_run():
@@ -206,6 +210,26 @@ def torch_image(torch_env):
     proc = run_cli("image", "build", "torch", "--base-image", "local", timeout=3600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc.stdout.strip().splitlines()[-1]
+
+
+@needs_podman
+def test_the_images_horovod_is_the_wheel_its_venv_compiled(torch_image, torch_env):
+    """The image installs the Horovod wheel the venv compiled (frameworks/horovod/build.sh
+    keeps it under a key of everything the binary depends on) instead of compiling it a
+    second time: both record the same wheel. A key that differed between the two (another
+    Python ABI, package pin, compiler or MPI) would compile again, and fail here."""
+    from harness.envs import wheel_cache
+
+    read = ("import importlib.metadata as m; "
+            "print(m.distribution('horovod').read_text('direct_url.json'))")
+    image = subprocess.run(["podman", "run", "--rm", "--entrypoint", "/opt/venv/bin/python",
+                            torch_image, "-c", read], capture_output=True, text=True,
+                           env=images_env())
+    assert image.returncode == 0, image.stderr
+    venv = subprocess.run([torch_env.python, "-c", read], capture_output=True, text=True)
+    wheel = Path(json.loads(venv.stdout)["url"].removeprefix("file://"))
+    assert wheel.parent.parent == wheel_cache() and wheel.is_file(), venv.stdout
+    assert json.loads(image.stdout)["url"] == json.loads(venv.stdout)["url"]
 
 
 def _containers(prefix: str = "dnnbench-") -> list[str]:

@@ -47,3 +47,31 @@ def test_env_setup_help_teaches_no_horovod():
 
     out = run_cli("env", "setup", "--help").stdout
     assert "--no-horovod" in out and "default: every registered framework" in out
+
+
+def test_env_setup_compiles_horovod_only_where_asked(cache):
+    """`--horovod-for torch` (make test's): torch gets its Horovod build, every other
+    framework the build without; nothing is built when both are cached already."""
+    for fw, hvd in (("torch", True), ("tensorflow", False), ("jax", False)):
+        _fake_ready(envs.env_path(fw, "cpu", hvd))
+    done = envs.setup_many(["tensorflow", "torch", "jax"], "cpu",
+                           {"torch": True, "tensorflow": False, "jax": False}, jobs=2,
+                           echo=lambda s: None)
+    assert [e.path for e in done] == [envs.env_path("tensorflow", "cpu", False),
+                                      envs.env_path("torch", "cpu", True),
+                                      envs.env_path("jax", "cpu", False)]
+
+
+def test_env_setup_flags_refuse_bad_input():
+    from tests.conftest import run_cli
+
+    proc = run_cli("env", "setup", "--horovod-for", "torch,caffe")
+    assert proc.returncode == 2 and "unknown framework(s) caffe; known: torch" in proc.stderr
+    proc = run_cli("env", "setup", "--no-horovod", "--horovod-for", "torch")
+    assert proc.returncode == 2 and "not allowed with argument" in proc.stderr
+    proc = run_cli("env", "setup", "--jobs", "0", "torch")
+    assert proc.returncode == 2 and "--jobs" in proc.stderr
+    proc = run_cli("env", "setup", "torch", "caffe")  # refused before anything is built
+    assert proc.returncode == 2 and "unknown framework 'caffe'; known: torch" in proc.stderr
+    out = run_cli("env", "setup", "--help").stdout
+    assert "--horovod-for" in out and "--jobs" in out

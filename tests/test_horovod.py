@@ -18,7 +18,7 @@ from harness.manifest import host_manifest
 from runners import horovodrun, launch
 from runners.process import tree
 from runners.spec import ProcessSpec
-from tests.conftest import frameworks_with
+from tests.conftest import horovod_frameworks
 
 needs_mpi = pytest.mark.skipif(shutil.which("mpirun") is None,
                                reason="Open MPI not installed (harness/system-deps.sh)")
@@ -63,9 +63,9 @@ def test_launcher_rules_are_validated():
         RunSpec(**base).config_hash() == RunSpec(**base, launcher="auto").config_hash()
 
 
-@pytest.mark.parametrize("framework", frameworks_with("horovod"))
-def test_horovod_two_workers_identical_weights_falling_loss(all_envs, framework):
-    rec, job = hvd_run(all_envs[framework], framework, steps=10, loss_every=1,
+@pytest.mark.parametrize("framework", horovod_frameworks())
+def test_horovod_two_workers_identical_weights_falling_loss(horovod_env, framework):
+    rec, job = hvd_run(horovod_env(framework), framework, steps=10, loss_every=1,
                        model="googlenet", lr=0.02)
     row = rec.row
     assert row["status"] == "ok", row["output_tail"]
@@ -77,9 +77,9 @@ def test_horovod_two_workers_identical_weights_falling_loss(all_envs, framework)
     assert sum(losses[-3:]) < sum(losses[:3])
 
 
-@pytest.mark.parametrize("framework", frameworks_with("horovod"))
-def test_horovod_breakdown_measures_allreduce(all_envs, framework):
-    rec, _ = hvd_run(all_envs[framework], framework, mode="breakdown")
+@pytest.mark.parametrize("framework", horovod_frameworks())
+def test_horovod_breakdown_measures_allreduce(horovod_env, framework):
+    rec, _ = hvd_run(horovod_env(framework), framework, mode="breakdown")
     row = rec.row
     assert row["status"] == "ok", row["output_tail"]
     # ResNet-50's ~94 MB of gradients (10 classes) through gloo: clearly measurable
@@ -187,7 +187,7 @@ def test_horovod_sweep_from_the_cli_records_telemetry(all_envs, tmp_path):
     from tests.conftest import run_cli
 
     db = str(tmp_path / "r.db")
-    common = ("run", "--framework", "mxnet", "--model", "googlenet", "--image-size", "32",
+    common = ("run", "--framework", "torch", "--model", "googlenet", "--image-size", "32",
               "--batch", "4", "--steps", "3", "--warmup", "1", "--trials", "2", "--target-width", "0", "--classes",
               "10", "--strategy", "horovod", "--devices-per-node", "2", "--threads", "1",
               "--db", db, "--telemetry-interval", "0.2")
