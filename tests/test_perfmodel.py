@@ -257,9 +257,14 @@ def test_measured_claims_follow_the_curves_in_a_results_db():
     assert len(falls) == 2 and all(c.passed for c in falls)
     (order,) = [c for c in claims if "bytes per FLOP" in c.text]
     assert order.passed and "googlenet 83.3%, resnet50 66.7%" in order.evidence
+    assert "noise allowance" not in order.evidence
+    runs[-1]["t_iter_s"] = 1.18  # 2 points better than googlenet: within the noise allowance
+    (order,) = [c for c in papers.measured_claims(runs) if "bytes per FLOP" in c.text]
+    assert order.passed and order.evidence.endswith(
+        "(holds only within the 5-point noise allowance)")
     runs[-1]["t_iter_s"] = 1.1  # resnet50 now scales better: the claim fails
     (order,) = [c for c in papers.measured_claims(runs) if "bytes per FLOP" in c.text]
-    assert not order.passed
+    assert not order.passed and "noise allowance" not in order.evidence
     # parameter servers: at the largest worker count measured with 1 and 2 servers
     ps_runs = [dict(run("resnet50", w, t), strategy="ps-sync", ps=ps, run_id=f"p{ps}{w}")
                for ps, w, t in ((1, 1, 1.0), (1, 2, 1.5), (1, 4, 2.0), (2, 2, 1.2),

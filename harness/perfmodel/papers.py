@@ -311,10 +311,11 @@ def measured_claims(runs: list[dict]) -> list[Claim]:
             continue
         ws = sorted(pts)
         # a rise within 5 points is noise (95% intervals of a few % per run)
-        ok = all(pts[b] <= pts[a] + 0.05 for a, b in zip(ws, ws[1:]))
+        ok, note = _non_increasing([pts[w] for w in ws])
         out.append(Claim(f"efficiency falls as workers grow ({key[0]} {key[1]} {key[2]}"
                          + (f" ps{key[3]}" if key[3] else "") + f" @ {key[4] or 'local'})", ok,
-                         ", ".join(f"x{w} {pts[w]:.1%}" for w in ws), "measured (emulated)"))
+                         ", ".join(f"x{w} {pts[w]:.1%}" for w in ws) + note,
+                         "measured (emulated)"))
     out += _servers_claims(curves)
     by_setting: dict[tuple, dict[str, tuple[int, float]]] = {}
     for key, pts in curves.items():
@@ -329,13 +330,28 @@ def measured_claims(runs: list[dict]) -> list[Claim]:
                     for m in models}
         order = sorted(models, key=per_flop.get)
         effs = [models[m][1] for m in order]
-        out.append(Claim("networks with more gradient bytes per FLOP scale worse",
-                         all(y <= x + 0.05 for x, y in zip(effs, effs[1:])),
+        ok, note = _non_increasing(effs)
+        out.append(Claim("networks with more gradient bytes per FLOP scale worse", ok,
                          f"x{next(iter(models.values()))[0]} {setting[1]} @ "
                          f"{setting[3] or 'local'}: " + ", ".join(
-                             f"{m} {e:.1%}" for m, e in zip(order, effs)),
+                             f"{m} {e:.1%}" for m, e in zip(order, effs)) + note,
                          "measured (emulated)"))
     return out
+
+
+#: a rise of efficiency smaller than this between neighbours is measurement noise
+NOISE_POINTS = 0.05
+
+
+def _non_increasing(effs: list[float]) -> tuple[bool, str]:
+    """Whether measured efficiencies do not rise along the list (a rise within
+    NOISE_POINTS is noise), and a note where that holds only thanks to the allowance: such
+    a PASS means "not contradicted", not "shown"."""
+    pairs = list(zip(effs, effs[1:]))
+    ok = all(b <= a + NOISE_POINTS for a, b in pairs)
+    strict = all(b <= a for a, b in pairs)
+    return ok, ("" if strict or not ok else
+                f" (holds only within the {NOISE_POINTS * 100:.0f}-point noise allowance)")
 
 
 def _servers_claims(curves: dict[tuple, dict[int, float]]) -> list[Claim]:
@@ -356,10 +372,11 @@ def _servers_claims(curves: dict[tuple, dict[int, float]]) -> list[Claim]:
             continue
         w = max(shared)
         effs = [(ps, per_ps[ps][w]) for ps in sorted(counts[w])]
-        ok = all(b <= a + 0.05 for (_, b), (_, a) in zip(effs, effs[1:]))
+        # more servers must not lower efficiency: reversed, the list must not rise
+        ok, note = _non_increasing([e for _, e in reversed(effs)])
         out.append(Claim(f"more servers help ({setting[0]} {setting[1]} {setting[2]} x{w} @ "
                          f"{setting[3] or 'local'})", ok,
-                         ", ".join(f"ps{ps} {e:.1%}" for ps, e in effs),
+                         ", ".join(f"ps{ps} {e:.1%}" for ps, e in effs) + note,
                          "measured (emulated)"))
     return out
 
