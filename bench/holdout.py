@@ -15,7 +15,6 @@ cgroups); about 17 + 28 minutes on 2 cores.
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import write_json  # noqa: E402
 from harness.experiment import load  # noqa: E402
 from harness.perfmodel import holdout  # noqa: E402
 from harness.store import Store  # noqa: E402
@@ -80,9 +80,7 @@ def main() -> int:
             print(f"held-out validation impossible: {exc}")
             report.append({"experiment": name, "db": str(db), "wall_s": round(wall, 1),
                            "error": str(exc)})
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(report, indent=1))
-    print(f"written: {a.out}")
+    write_json(a.out, report)
     return 0
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import write_json  # noqa: E402
 from frameworks.contract import SUPPORT  # noqa: E402
 from harness import envs  # noqa: E402
 
@@ -53,9 +54,7 @@ def main() -> int:
         for name, value in r["variants_images_per_s"].items():
             shown = f"{value:.1f} images/s" if isinstance(value, float) else value
             print(f"{'':<11} {name:<22} {shown}")
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, indent=1))
-    print(f"written: {a.out}")
+    write_json(a.out, results)
     return 0
 
 

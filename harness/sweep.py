@@ -54,23 +54,28 @@ class SweepSummary:
     interrupted: bool = False
 
 
-def check_environments(exp: Experiment) -> dict[tuple[str, str], envs.Env]:
-    """Every environment the sweep needs, or EnvError before anything runs."""
-    needed = sorted({(s.framework, variant_for(s.device)) for s in exp.runnable
+def check_environments(exp: Experiment, specs: list | None = None
+                       ) -> dict[tuple[str, str], envs.Env]:
+    """Every environment the sweep needs (for `specs`, default: every runnable one), or
+    EnvError before anything runs."""
+    specs = exp.runnable if specs is None else specs
+    needed = sorted({(s.framework, variant_for(s.device)) for s in specs
                      if s.env == "venv"})
-    horovod = {(s.framework, variant_for(s.device)) for s in exp.runnable
+    horovod = {(s.framework, variant_for(s.device)) for s in specs
                if s.env == "venv" and s.strategy == "horovod"}
     return {key: envs.find(*key, horovod=key in horovod) for key in needed}
 
 
-def check_images(exp: Experiment, options: ContainerOptions) -> dict[tuple[str, str], dict]:
-    """Every image the sweep's container runs need (engine, tag, id), or ImageError naming
-    the build command, before anything runs."""
+def check_images(exp: Experiment, options: ContainerOptions, specs: list | None = None
+                 ) -> dict[tuple[str, str], dict]:
+    """Every image the sweep's container runs need (for `specs`, default: every runnable
+    one: engine, tag, id), or ImageError naming the build command, before anything runs."""
     from harness import images
 
-    needed = sorted({(s.framework, variant_for(s.device)) for s in exp.runnable
+    specs = exp.runnable if specs is None else specs
+    needed = sorted({(s.framework, variant_for(s.device)) for s in specs
                      if s.env == "container"})
-    horovod = {(s.framework, variant_for(s.device)) for s in exp.runnable
+    horovod = {(s.framework, variant_for(s.device)) for s in specs
                if s.env == "container" and s.strategy == "horovod"}
     if not needed:
         return {}
@@ -188,8 +193,6 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
     live on a terminal, plain lines otherwise. Configurations compared with each other are
     measured together in interleaved trials (harness/interleave.py). Resource telemetry is
     sampled every `telemetry_interval_s` (0: off)."""
-    environments = check_environments(exp)
-    images = check_images(exp, container_options or ContainerOptions())
     stored = store.runs("WHERE experiment = ?", (exp.name,))
     done = {r["config_hash"]: r["status"] for r in stored}
     disturbed = {r["config_hash"]: r["run_id"] for r in stored if r["status"] == "ok"
@@ -199,6 +202,12 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
     todo = [p for p in exp.runs if done.get(p.spec.config_hash()) not in keep
             or (remeasure_disturbed and p.spec.config_hash() in disturbed)]
     summary.reused = len(exp.runs) - len(todo)
+    # only what is left to measure needs its environment or image: a sweep that is all
+    # stored already (a report, a bench rerun) runs on a machine without them
+    runnable = {s.config_hash() for s in exp.runnable}
+    pending = [p.spec for p in todo if p.spec.config_hash() in runnable]
+    environments = check_environments(exp, pending)
+    images = check_images(exp, container_options or ContainerOptions(), pending)
     prog = Progress(len(todo), stream=out)
     if summary.reused:
         failed = sum(1 for p in exp.runs if done.get(p.spec.config_hash()) in ("failed",

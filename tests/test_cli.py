@@ -131,3 +131,26 @@ def test_three_frameworks_one_comparable_table(tmp_path, all_envs):
 def test_models_table(tmp_path):
     r = run_cli("models")
     assert r.returncode == 0 and "61,100,840" in r.stdout and "4.089" in r.stdout
+
+
+def test_a_sweep_with_nothing_left_to_measure_needs_no_environment(tmp_path):
+    """Resuming a sweep whose runs are all stored (a bench rerun, a copied DB) checks no
+    framework environment; one run left to measure still names the missing one first."""
+    from harness import collect
+    from harness.experiment import load
+    from harness.store import RunRecord, Store
+
+    exp = tmp_path / "e.toml"
+    exp.write_text('name = "stored"\n[defaults]\nframework = "mxnet"\nimage_size = 32\n'
+                   'batch_size = 4\nnum_classes = 10\n[matrix]\nmodel = ["resnet50"]\n')
+    db = tmp_path / "r.db"
+    (spec,) = load(exp).runnable
+    with Store(str(db)) as store:
+        store.add(RunRecord(collect.base_row(spec, "stored", "r1", "ok")))
+    empty = {"DNNBENCH_CACHE": str(tmp_path / "no-envs")}
+    r = run_cli("run", "-e", str(exp), "--db", str(db), env=empty)
+    assert r.returncode == 0, r.stderr
+    assert "1 of 1 runs already stored" in r.stdout + r.stderr
+    exp.write_text(exp.read_text().replace('["resnet50"]', '["resnet50", "googlenet"]'))
+    r = run_cli("run", "-e", str(exp), "--db", str(db), env=empty)
+    assert r.returncode == 2 and "run: dnnbench env setup mxnet" in r.stderr
