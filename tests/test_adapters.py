@@ -23,7 +23,10 @@ def run(env, **kw):
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-@pytest.mark.parametrize("model, size", [("alexnet", 64), ("googlenet", 32), ("resnet50", 32)])
+@pytest.mark.parametrize("model, size", [
+    ("alexnet", 64), ("googlenet", 32),
+    # the default tier's verify loads ResNet-50's every tensor into every framework
+    pytest.param("resnet50", 32, marks=pytest.mark.extended)])
 def test_parameter_count_equals_cost_model(all_envs, framework, model, size):
     rec, _ = run(all_envs[framework], framework=framework, model=model, image_size=size,
                  num_classes=1000, steps=1, warmup=0)
@@ -72,7 +75,7 @@ def test_manifest_names_versions_and_settings(all_envs, framework):
 
 @pytest.mark.parametrize("framework, auto, explicit", [
     ("torch", "channels_last", "channels_first"), ("mxnet", "channels_first", None),
-    ("jax", "channels_last", "channels_last")])
+    pytest.param("jax", "channels_last", "channels_last", marks=pytest.mark.extended)])
 def test_layout_auto_and_explicit_are_recorded(all_envs, framework, auto, explicit):
     rec, _ = run(all_envs[framework], framework=framework)
     assert rec.row["manifest_json"]["ranks"]["0"]["settings"]["layout"] == auto

@@ -123,7 +123,9 @@ def test_a_quiet_run_stops_at_the_target_width_a_noisy_one_at_its_budget(tmp_pat
     interleave.Group([quiet, noisy], noise.Meter()).run()
     q, n = row(quiet, [quiet, noisy]), row(noisy, [quiet, noisy])
     assert q["stopped_by"] == "target width" and q["interval_halfwidth"] <= 0.08
-    assert q["n_trials"] < 40  # far below what its 60 s budget would allow
+    # far below its 60 s budget: a trial is ~0.1 s, so a noisy VM's hiccups can cost the
+    # quiet one dozens of extra trials (CI here once needed 103), never the budget
+    assert quiet.measured_s < 30 and q["n_trials"] < 300
     assert n["stopped_by"] == "budget" and n["interval_halfwidth"] > 0.03
     assert noisy.measured_s >= 2 and n["n_trials"] >= 6
 
