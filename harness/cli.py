@@ -606,7 +606,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         path = render_file(args.db, args.report)
         print(f"report: {path}")
     if summary.interrupted:
-        return 130
+        return 128 + summary.signal  # 130 after Ctrl-C, 143 after SIGTERM
     return 1 if summary.failed and not summary.ok else 0
 
 
@@ -1226,11 +1226,24 @@ COMMANDS = {"env": cmd_env, "models": cmd_models, "run": cmd_run, "report": cmd_
             "history": cmd_history, "collect": cmd_collect, "status": cmd_status}
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: `kill PID`, a closed terminal, Slurm ending or preempting the job.
+    The sweep stops as it does on Ctrl-C: every process tree it started is torn down and
+    every finished run stays stored."""
+
+
+def _terminated(signum: int, _frame) -> None:
+    raise Terminated(signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     import signal
 
     expected = user_errors()
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `dnnbench plan ... | head` ends quietly
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is signal.SIG_DFL:  # nohup's ignored SIGHUP stays ignored
+            signal.signal(sig, _terminated)
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.command:
@@ -1247,9 +1260,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dnnbench: error: {one_line(str(exc.filename))}: {exc.strerror} (check the "
               "path and its permissions)", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("dnnbench: interrupted; stored results are kept", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        signum = exc.args[0] if isinstance(exc, Terminated) else signal.SIGINT
+        print(f"dnnbench: {'interrupted' if signum == signal.SIGINT else 'terminated'} "
+              f"({signal.Signals(signum).name}); stored results are kept", file=sys.stderr)
+        return 128 + signum
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ class SweepSummary:
     skipped: int = 0
     reused: int = 0
     interrupted: bool = False
+    signal: int = 2  # what interrupted it: SIGINT (Ctrl-C), SIGTERM or SIGHUP
 
 
 def check_environments(exp: Experiment, specs: list | None = None
@@ -229,8 +230,10 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
             for group in interleave.groups(todo):
                 ctx.run_group(group, index)
                 index += len(group)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (harness/cli.py)
         summary.interrupted = True
+        if exc.args and isinstance(exc.args[0], int):
+            summary.signal = exc.args[0]
         prog.end("interrupted; every finished run is stored, rerun the same command to "
                  "resume", measured=False, runs=0)
     finally:

@@ -236,15 +236,16 @@ steps = 2
 """
 
 
-def test_ctrl_c_stops_cleanly_and_keeps_finished_runs(tmp_path, torch_env):
-    marker = f"ctrlc-{os.getpid()}"
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])  # Ctrl-C; kill, Slurm
+def test_ctrl_c_stops_cleanly_and_keeps_finished_runs(tmp_path, torch_env, sig):
+    marker = f"ctrlc-{os.getpid()}-{sig}"
     exp = tmp_path / "c.toml"
     exp.write_text(quick_then_long(marker))
     db = tmp_path / "c.db"
     proc = start_sweep_and_wait_mid_run(exp, db, marker)
-    proc.send_signal(signal.SIGINT)  # what Ctrl-C delivers to the harness
+    proc.send_signal(sig)
     out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 130, out
+    assert proc.returncode == 128 + sig, out
     assert "interrupted" in out
     time.sleep(0.5)
     assert our_workers(marker) == []

@@ -72,7 +72,7 @@ else
     2> >(grep -v "is ignored: it is neither" >&2)
   if [ -n "$cached" ]; then  # a cache that cannot be written only costs the next build
     { mkdir -p "$DNNBENCH_WHEELS" && tmp=$(mktemp -d "$DNNBENCH_WHEELS/.tmp.XXXXXX") \
-      && cp "$work"/wheel/horovod-*.whl "$tmp"/ && chmod 755 "$tmp" && mv -T "$tmp" "$cached"; } \
+      && cp "$work"/wheel/horovod-*.whl "$tmp"/ && mv -T "$tmp" "$cached"; } \
       || { echo "horovod: could not cache the wheel in $DNNBENCH_WHEELS" >&2
            [ -z "${tmp:-}" ] || rm -rf "$tmp"; }
   fi
