@@ -55,15 +55,19 @@ class SweepSummary:
     signal: int = 2  # what interrupted it: SIGINT (Ctrl-C), SIGTERM or SIGHUP
 
 
+def _needed(specs: list, env: str) -> tuple[list[tuple[str, str]], set[tuple[str, str]]]:
+    """(framework, variant) pairs the `env` ("venv" or "container") runs of `specs` need,
+    sorted, and those among them that run Horovod."""
+    runs = [s for s in specs if s.env == env]
+    return (sorted({(s.framework, variant_for(s.device)) for s in runs}),
+            {(s.framework, variant_for(s.device)) for s in runs if s.strategy == "horovod"})
+
+
 def check_environments(exp: Experiment, specs: list | None = None
                        ) -> dict[tuple[str, str], envs.Env]:
     """Every environment the sweep needs (for `specs`, default: every runnable one), or
     EnvError before anything runs."""
-    specs = exp.runnable if specs is None else specs
-    needed = sorted({(s.framework, variant_for(s.device)) for s in specs
-                     if s.env == "venv"})
-    horovod = {(s.framework, variant_for(s.device)) for s in specs
-               if s.env == "venv" and s.strategy == "horovod"}
+    needed, horovod = _needed(exp.runnable if specs is None else specs, "venv")
     return {key: envs.find(*key, horovod=key in horovod) for key in needed}
 
 
@@ -73,11 +77,7 @@ def check_images(exp: Experiment, options: ContainerOptions, specs: list | None 
     one: engine, tag, id), or ImageError naming the build command, before anything runs."""
     from harness import images
 
-    specs = exp.runnable if specs is None else specs
-    needed = sorted({(s.framework, variant_for(s.device)) for s in specs
-                     if s.env == "container"})
-    horovod = {(s.framework, variant_for(s.device)) for s in specs
-               if s.env == "container" and s.strategy == "horovod"}
+    needed, horovod = _needed(exp.runnable if specs is None else specs, "container")
     if not needed:
         return {}
     if options.engine in ("apptainer", "singularity"):
