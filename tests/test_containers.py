@@ -216,8 +216,10 @@ def torch_image(torch_env):
 def test_the_images_horovod_is_the_wheel_its_venv_compiled(torch_image, torch_env):
     """The image installs the Horovod wheel the venv compiled (frameworks/horovod/build.sh
     keeps it under a key of everything the binary depends on) instead of compiling it a
-    second time: both record the same wheel. A key that differed between the two (another
-    Python ABI, package pin, compiler or MPI) would compile again, and fail here."""
+    second time: both record a wheel under the same key. A key that differed between the two
+    (another Python ABI, package pin, compiler or MPI) would compile again, and fail here.
+    Only the key and file name are compared: the image may have been built from another
+    cache directory (another DNNBENCH_CACHE) that holds a wheel of the same key."""
     from harness.envs import wheel_cache
 
     read = ("import importlib.metadata as m; "
@@ -229,7 +231,8 @@ def test_the_images_horovod_is_the_wheel_its_venv_compiled(torch_image, torch_en
     venv = subprocess.run([torch_env.python, "-c", read], capture_output=True, text=True)
     wheel = Path(json.loads(venv.stdout)["url"].removeprefix("file://"))
     assert wheel.parent.parent == wheel_cache() and wheel.is_file(), venv.stdout
-    assert json.loads(image.stdout)["url"] == json.loads(venv.stdout)["url"]
+    image_wheel = Path(json.loads(image.stdout)["url"].removeprefix("file://"))
+    assert image_wheel.parts[-2:] == wheel.parts[-2:], (image_wheel, wheel)
 
 
 def _containers(prefix: str = "dnnbench-") -> list[str]:
