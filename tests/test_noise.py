@@ -152,9 +152,9 @@ def test_every_framework_measures_its_own_device_peak(all_envs, tmp_path):
     exp = tmp_path / "peak.toml"
     exp.write_text(f"""name = "peak"
 [defaults]
-model = "googlenet"
+model = "resnet50"
 image_size = 32
-batch_size = 2
+batch_size = 4
 steps = 2
 warmup = 1
 trials = 1

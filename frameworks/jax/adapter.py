@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import sys
 import time
 from functools import partial
 from typing import Any
@@ -30,6 +31,9 @@ from frameworks.contract import RunSpec, worker_threads
 from frameworks.timing import FeedPhases
 
 _configured: dict[str, Any] = {}
+#: persistent compilation cache events of this process (jax.monitoring)
+_cache_events = {"requests": 0, "hits": 0}
+CACHE_OFF = "off"
 
 
 def _configure(spec: RunSpec, rank: int, world: int) -> dict[str, Any]:
@@ -51,6 +55,8 @@ def _configure(spec: RunSpec, rank: int, world: int) -> dict[str, Any]:
         jax.config.update("jax_platforms", "cpu")
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
     distributed = spec.strategy == "allreduce" and world > 1
+    if not distributed:
+        _compilation_cache(jax)
     if distributed and spec.device == "cpu" and os.environ.get("GLOO_SOCKET_IFNAME"):
         _gloo_on_interface(os.environ["GLOO_SOCKET_IFNAME"])
     if distributed:
@@ -63,6 +69,42 @@ def _configure(spec: RunSpec, rank: int, world: int) -> dict[str, Any]:
             jax.distributed.initialize(initialization_timeout=int(spec.timeout_s))
     _configured.update(threads=len(os.sched_getaffinity(0)), distributed=distributed)
     return _configured
+
+
+def _compilation_cache(jax) -> str:
+    """XLA's persistent compilation cache, so that a sweep (or a test suite) compiles each
+    (network, shape, strategy, mesh) once per environment instead of once per run: XLA's CPU
+    compile of GoogLeNet takes tens of seconds on a small machine, longer than the timed
+    steps. A hit loads the same executable a compile would produce; compile time is never
+    timed either way, and `settings.compile_cache` records the directory and how many
+    compiles it answered. Where: DNNBENCH_XLA_CACHE (`off` disables it), else JAX's own
+    JAX_COMPILATION_CACHE_DIR, else `xla-cache` inside the environment (keyed with it, and
+    gone with it). A directory that cannot be written (a read-only image) leaves it off.
+    Single-process runs only: a jax.distributed job whose ranks loaded their step from the
+    cache hung here in its first collective (gloo, jax 0.10; OpenXLA #18286 is the GPU
+    relative), so multi-process steps are compiled every time."""
+    setting = os.environ.get("DNNBENCH_XLA_CACHE", "")
+    if setting == CACHE_OFF:
+        return ""
+    path = setting or jax.config.jax_compilation_cache_dir or os.path.join(sys.prefix,
+                                                                          "xla-cache")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError:
+        return ""
+    if not os.access(path, os.W_OK):
+        return ""
+    jax.config.update("jax_compilation_cache_dir", path)
+
+    def count(event: str, **_: Any) -> None:
+        if event == "/jax/compilation_cache/compile_requests_use_cache":
+            _cache_events["requests"] += 1
+        elif event == "/jax/compilation_cache/cache_hits":
+            _cache_events["hits"] += 1
+
+    jax.monitoring.register_event_listener(count)
+    _configured["compile_cache"] = path
+    return path
 
 
 def _gloo_on_interface(interface: str) -> None:
@@ -438,6 +480,8 @@ class JaxTrainer(FeedPhases):
                 "backend": ("gloo" if self.spec.device == "cpu" else "nccl")
                 if self.distributed else "none",
                 "compile_s": self.compile_s, "donated_buffers": self.donate,
+                "compile_cache": {"dir": _configured.get("compile_cache", ""),
+                                  **_cache_events},
                 **(self.feed.settings() if self.feed is not None else {"data": "synthetic"})}
 
 
