@@ -52,6 +52,13 @@ def frameworks_with(strategy: str) -> tuple[str, ...]:
 
 #: The frameworks whose Horovod binding the default tier runs (and `make test` compiles,
 #: 3 minutes each on a fresh 2-core machine); the other bindings run in the extended tier.
+def training_model(framework: str) -> str:
+    """The network a test trains when the network is not what it checks: GoogLeNet (batch
+    norm, many small tensors), but ResNet-50 for JAX, whose XLA compile of it takes half
+    of GoogLeNet's here (and has batch norm too)."""
+    return "resnet50" if framework == "jax" else "googlenet"
+
+
 DEFAULT_TIER_HOROVOD = ("torch",)
 
 

@@ -12,7 +12,7 @@ from harness.jobs import worker_source_root
 from harness.manifest import host_manifest
 from models.cost import cost
 from runners.local import launch
-from tests.conftest import FRAMEWORKS
+from tests.conftest import FRAMEWORKS, training_model
 
 
 def run(env, **kw):
@@ -36,10 +36,9 @@ def test_parameter_count_equals_cost_model(all_envs, framework, model, size):
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_loss_falls_on_a_fixed_batch(all_envs, framework):
-    # JAX: ResNet-50, whose XLA compile takes half GoogLeNet's here
     rec, job = run(all_envs[framework], framework=framework,
-                   model="resnet50" if framework == "jax" else "googlenet", steps=20,
-                   warmup=0, loss_every=1, lr=0.01)
+                   model=training_model(framework), steps=20, warmup=0, loss_every=1,
+                   lr=0.01)
     assert rec.row["status"] == "ok", rec.row["output_tail"]
     losses = [v for ev in collect.job_events(job) if ev["event"] == events.LOSS
               for v in ev["values"]]

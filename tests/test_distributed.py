@@ -16,7 +16,7 @@ from harness.store import Store
 from runners import local, mpirun
 from runners.process import tree
 from runners.spec import ProcessSpec
-from tests.conftest import frameworks_with, run_cli
+from tests.conftest import frameworks_with, run_cli, training_model
 
 needs_mpi = pytest.mark.skipif(shutil.which("mpirun") is None,
                                reason="Open MPI not installed (harness/system-deps.sh)")
@@ -36,10 +36,8 @@ def allreduce_run(env, framework: str, **kw):
 def test_allreduce_two_workers_identical_weights_falling_loss(all_envs, framework):
     """Every framework's own data-parallel allreduce (DDP, MultiWorkerMirrored, JAX's
     pmean over jax.distributed): replicas end bit-identical and the loss falls."""
-    # JAX: ResNet-50 (batch norm too), whose XLA compile takes half GoogLeNet's here
     rec, job = allreduce_run(all_envs[framework], framework, steps=12, loss_every=1,
-                             model="resnet50" if framework == "jax" else "googlenet",
-                             lr=0.02)
+                             model=training_model(framework), lr=0.02)
     row = rec.row
     assert row["status"] == "ok", row["output_tail"]
     assert row["replicas_identical"] == 1 and row["workers"] == 2
