@@ -12,7 +12,7 @@ from harness.jobs import worker_source_root
 from harness.manifest import host_manifest
 from models.cost import cost
 from runners.local import launch
-from tests.conftest import FRAMEWORKS, training_model
+from tests.conftest import FRAMEWORKS, PLUMBING_MODEL, training_model
 
 
 def run(env, **kw):
@@ -86,7 +86,7 @@ def test_layout_auto_and_explicit_are_recorded(all_envs, framework, auto, explic
 
 
 def test_tensorflow_xla_is_selectable_and_recorded(all_envs):
-    rec, _ = run(all_envs["tensorflow"], framework="tensorflow", model="googlenet", xla=True,
+    rec, _ = run(all_envs["tensorflow"], framework="tensorflow", model=PLUMBING_MODEL, xla=True,
                  steps=1, warmup=0)
     assert rec.row["status"] == "ok", rec.row["output_tail"]
     assert rec.row["manifest_json"]["ranks"]["0"]["settings"]["xla"] is True

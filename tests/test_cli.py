@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import PLUMBING_MODEL, run_cli
 
 
 def test_run_end_to_end_writes_db_csv_and_report(tmp_path, torch_env):
@@ -107,22 +107,22 @@ def test_failed_worker_is_stored_and_earlier_results_kept(tmp_path, torch_env):
 
 def test_three_frameworks_one_comparable_table(tmp_path, all_envs):
     db, md = tmp_path / "r.db", tmp_path / "r.md"
-    r = run_cli("run", "--framework", "torch", "--model", "googlenet", "--db", str(db),
+    r = run_cli("run", "--framework", "torch", "--model", PLUMBING_MODEL, "--db", str(db),
                 "--image-size", "32", "--batch", "4", "--steps", "3", "--warmup", "1",
                 "--trials", "2", "--target-width", "0")
     assert r.returncode == 0, r.stderr
     for fw in ("tensorflow", "mxnet"):
-        r = run_cli("run", "--framework", fw, "--model", "googlenet", "--db", str(db),
+        r = run_cli("run", "--framework", fw, "--model", PLUMBING_MODEL, "--db", str(db),
                     "--image-size", "32", "--batch", "4", "--steps", "3", "--warmup", "1",
                     "--trials", "2", "--target-width", "0")
         assert r.returncode == 0, r.stdout + r.stderr
     assert run_cli("report", "--db", str(db), "--format", "md", "-o", str(md)).returncode == 0
     table = md.read_text().split("## Single-device throughput", 1)[1].split("\n## ", 1)[0]
-    rows = [line for line in table.splitlines() if "| googlenet |" in line]
+    rows = [line for line in table.splitlines() if f"| {PLUMBING_MODEL} |" in line]
     assert sorted(row.split("|")[1].strip() for row in rows) == ["MXNet", "PyTorch",
                                                                   "TensorFlow"]
     summary = md.read_text().split("## Summary", 1)[1].split("\n## ", 1)[0]
-    assert "googlenet (b4 32px cpu fp32):" in summary
+    assert f"{PLUMBING_MODEL} (b4 32px cpu fp32):" in summary
     # one of the three honest verdicts, whatever the ranking on this machine
     verdicts = ("fastest", "too close to rank", "cannot be ranked with confidence")
     assert sum(v in summary for v in verdicts) == 1, summary

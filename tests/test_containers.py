@@ -18,7 +18,7 @@ import pytest
 
 from runners.container import container_command
 from runners.spec import ProcessSpec
-from tests.conftest import FRAMEWORKS, REPO, run_cli
+from tests.conftest import FRAMEWORKS, PLUMBING_MODEL, REPO, run_cli
 
 HADOLINT = Path(sys.executable).parent / "hadolint"
 
@@ -653,7 +653,7 @@ def test_every_strategy_runs_in_containers_under_slurm(ps_images, slurm, tmp_pat
 
 
 #: a short run's flags, for the cells below
-SHORT = ("--model", "googlenet", "--image-size", "32", "--batch", "4", "--steps", "3",
+SHORT = ("--model", PLUMBING_MODEL, "--image-size", "32", "--batch", "4", "--steps", "3",
          "--warmup", "1", "--trials", "2", "--target-width", "0", "--classes", "10",
          "--threads", "1")
 

@@ -17,7 +17,7 @@ import pytest
 from frameworks import datasets
 from frameworks.datasets import DatasetError
 from harness.datasets import make
-from tests.conftest import FRAMEWORKS, run_cli
+from tests.conftest import FRAMEWORKS, PLUMBING_MODEL, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -219,7 +219,7 @@ mode = "loader"
 def test_each_framework_trains_on_real_data(all_envs, dataset, tmp_path):
     db = str(tmp_path / "r.db")
     for fw in FRAMEWORKS:
-        proc = run_cli("run", "--framework", fw, "--model", "resnet50", "--batch", "4",
+        proc = run_cli("run", "--framework", fw, "--model", PLUMBING_MODEL, "--batch", "4",
                        "--image-size", "32", "--steps", "2", "--warmup", "1", "--trials", "1", "--target-width", "0",
                        "--mode", "breakdown", "--data", str(dataset), "--db", db)
         assert proc.returncode == 0, proc.stdout + proc.stderr

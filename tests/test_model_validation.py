@@ -201,6 +201,52 @@ def test_holdout_fits_each_curves_link_from_its_own_two_worker_run(tmp_path):
     assert bad.returncode == 2 and "--validate --holdout --pooled-links" in bad.stderr
 
 
+def test_holdout_fits_the_link_from_a_small_run_that_crosses_it(tmp_path):
+    """Nodes of 2 workers at 0.5 CPU: the curve's own 2-worker run is on one host, so its
+    communication is loopback's. A 2-host x 1-worker run at 0.25 CPU (the same share per
+    worker) crosses the link: the fit must take the link from it and predict the 4- and
+    8-worker runs exactly; from the 1-host run alone it under-predicts them."""
+    from dataclasses import replace
+
+    from frameworks.contract import RunSpec
+    from harness import collect
+    from harness.perfmodel import holdout, network
+    from harness.perfmodel.predict import Compute, predict
+    from harness.store import RunRecord
+
+    worker = Compute(0.3, 0.6)
+    loopback, wire = network.Link("lo", 0.0, 1 / 2e9), network.Link("1gbit", 0.0, 1 / 0.1e9)
+    shapes = [(1, 1, 0.25), (1, 2, 0.5), (2, 1, 0.25), (2, 2, 0.5), (4, 2, 0.5)]
+
+    def fill(db, keep_twin: bool) -> holdout.Result:
+        with Store(db) as store:
+            for nodes, per_node, cpus in shapes:
+                if (nodes, per_node) == (2, 1) and not keep_twin:
+                    continue
+                spec = RunSpec("torch", "googlenet", batch_size=8, image_size=32,
+                               num_classes=10, nodes=nodes, devices_per_node=per_node,
+                               strategy="single" if nodes * per_node == 1 else "allreduce",
+                               link="1gbit", cpus_per_host=cpus, threads=1)
+                row = collect.base_row(spec, "e", f"n{nodes}x{per_node}", "ok")
+                row.update(threads=1, cpu_cores_per_worker=0.25)
+                t = worker.total
+                if spec.workers > 1:
+                    sc = replace(holdout._scenario(row), intra=loopback, inter=wire)
+                    t = predict(sc, worker).t_iter
+                row.update(t_iter_s=t, images_per_s=8 / t, t_iter_low_s=t, t_iter_high_s=t)
+                assert store.add(RunRecord(row))
+            return holdout.validate(store)
+
+    crossed = fill(tmp_path / "twin.db", keep_twin=True)
+    assert {r.workers for r in crossed.rows} == {4, 8}
+    for r in crossed.rows:
+        assert r.error == pytest.approx(0.0, abs=1e-6), (r.label, r.error)
+        assert "beta from n2x1 (2 host(s) x 1, across the link)" in r.fitted_from
+    looped = fill(tmp_path / "loop.db", keep_twin=False)
+    assert all(r.error < -0.2 for r in looped.rows), [r.error for r in looped.rows]
+    assert "beta from the curve's own run n1x2" in looped.rows[0].fitted_from
+
+
 def test_holdout_fits_the_servers_cpu_from_small_runs_and_carries_it_to_8_hosts(tmp_path):
     """The held-out path run backwards on a parameter-server curve the model itself made
     from known inputs (worker compute, server core-seconds per byte per step and per

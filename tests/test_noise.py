@@ -147,12 +147,12 @@ def test_every_framework_measures_its_own_device_peak(all_envs, tmp_path):
     probe would show as a missing column, never a failed run."""
     import sqlite3
 
-    from tests.conftest import FRAMEWORKS, run_cli
+    from tests.conftest import FRAMEWORKS, PLUMBING_MODEL, run_cli
 
     exp = tmp_path / "peak.toml"
     exp.write_text(f"""name = "peak"
 [defaults]
-model = "resnet50"
+model = "{PLUMBING_MODEL}"
 image_size = 32
 batch_size = 4
 steps = 2

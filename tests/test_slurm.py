@@ -16,7 +16,7 @@ import pytest
 
 from runners.slurm import SlurmError, SlurmOptions, sbatch_script
 from runners.spec import ProcessSpec
-from tests.conftest import REPO, run_cli
+from tests.conftest import PLUMBING_MODEL, REPO, run_cli
 
 SCRIPT = REPO / "harness" / "slurm-cluster.sh"
 
@@ -210,7 +210,7 @@ def _rows(db) -> list[tuple]:
 
 
 #: threads left to dnnbench: sized to the compute nodes
-AUTO_THREADS = ("--model", "googlenet", "--image-size", "32", "--batch", "4", "--steps", "3",
+AUTO_THREADS = ("--model", PLUMBING_MODEL, "--image-size", "32", "--batch", "4", "--steps", "3",
                 "--warmup", "1", "--trials", "2", "--target-width", "0", "--classes", "10",
                 "--nodes", "2", "--launcher", "slurm")
 COMMON = AUTO_THREADS + ("--threads", "1")
@@ -310,7 +310,7 @@ def test_a_dead_parameter_server_ends_the_slurm_job(all_envs, slurm, tmp_path):
     db = str(tmp_path / "r.db")
     jobs = tmp_path / "jobs"
     steps = COMMON.index("--steps") + 1
-    long_run = (*COMMON[:steps], "400", *COMMON[steps + 1:])
+    long_run = (*COMMON[:steps], "1000", *COMMON[steps + 1:])  # a trial of tens of seconds
     exe = os.path.join(os.path.dirname(os.sys.executable), "dnnbench")
     t0 = time.monotonic()
     run = subprocess.Popen([exe, "run", "--framework", "mxnet", "--strategy", "ps-sync",
@@ -362,7 +362,7 @@ def test_inside_an_allocation_runs_a_job_step(all_envs, slurm, tmp_path):
 def test_timeout_cancels_the_job(all_envs, slurm, tmp_path):
     db = str(tmp_path / "r.db")
     steps = COMMON.index("--steps") + 1
-    long_run = (*COMMON[:steps], "500", *COMMON[steps + 1:])
+    long_run = (*COMMON[:steps], "5000", *COMMON[steps + 1:])
     proc = run_cli("run", "--framework", "torch", "--strategy", "allreduce", *long_run,
                    "--timeout", "15", "--db", db, "--slurm-dir", str(tmp_path / "jobs"),
                    env=slurm)
