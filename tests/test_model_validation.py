@@ -242,9 +242,12 @@ def test_holdout_fits_the_link_from_a_small_run_that_crosses_it(tmp_path):
     for r in crossed.rows:
         assert r.error == pytest.approx(0.0, abs=1e-6), (r.label, r.error)
         assert "beta from n2x1 (2 host(s) x 1, across the link)" in r.fitted_from
+    assert "WARNING" not in holdout.table(crossed)
     looped = fill(tmp_path / "loop.db", keep_twin=False)
     assert all(r.error < -0.2 for r in looped.rows), [r.error for r in looped.rows]
     assert "beta from the curve's own run n1x2" in looped.rows[0].fitted_from
+    # loopback's 2 GB/s, fitted as the link: the table says no 1 Gbit/s wire is that fast
+    assert "WARNING: 16x faster than the 1 Gbit/s wire it crossed" in looped.rows[0].fitted_from
 
 
 def test_holdout_fits_the_servers_cpu_from_small_runs_and_carries_it_to_8_hosts(tmp_path):

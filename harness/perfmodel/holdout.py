@@ -288,6 +288,29 @@ def _runs_text(pts: list[_Point]) -> str:
                                  else "") for p in pts)
 
 
+#: A fitted link this much faster than the emulated wire's shaped rate is not the wire's.
+IMPLAUSIBLE_SPEEDUP = 2.0
+
+
+def _faster_than_the_wire(link_name: str, beta: float) -> str:
+    """A warning where the fitted link beats the shaped rate of the emulated wire it
+    crossed by more than IMPLAUSIBLE_SPEEDUP: the model's other terms (compute, the
+    servers' CPU) took the wire's time in the small runs, which then cannot show at scale
+    (MXNet PS on shi2017-emulated: 2.2 GB/s fitted on a 0.125 GB/s wire)."""
+    from runners.emulated import ClusterError, rate_bits
+
+    try:
+        bits = rate_bits(link_name) if link_name not in ("", "local", "unshaped") else None
+    except ClusterError:  # not a rate: nothing to compare with
+        bits = None
+    if not bits or (beta and 8.0 / bits / beta <= IMPLAUSIBLE_SPEEDUP):
+        return ""
+    return (f"; WARNING: {8.0 / bits / beta:.0f}x faster than the {bits / 1e9:g} Gbit/s wire "
+            "it crossed" if beta else "; WARNING: no cost per byte on a shaped wire") + \
+        (": the small runs' time went to other terms (compute, the servers' CPU), so the "
+         "wire's cost at scale is missing from the predictions")
+
+
 def _fit_link(points: list[tuple[float, float, float]], alpha: float | None
               ) -> tuple[float, float, str]:
     """(alpha, beta, how) from fit points (a, b, exposed seconds)."""
@@ -401,7 +424,8 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
         links[fam] = (alpha, beta, f"{how}; beta from runs {_runs_text(pts)}")
         bw = 1 / beta / 1e9 if beta else float("inf")
         result.links[f"{lib} @ {link_name}" + (f", {fam[2]:g} CPU/host" if fam[2] else "")] = (
-            f"alpha {alpha * 1e6:.0f} us, {bw:.3f} GB/s ({links[fam][2]})")
+            f"alpha {alpha * 1e6:.0f} us, {bw:.3f} GB/s ({links[fam][2]})"
+            + _faster_than_the_wire(link_name, beta))
     # 2b. or one per curve, from its own 2-worker run(s) or their twin across the link:
     # alpha from commbench, else 0
     curve_links: dict[tuple, tuple[float, float, str]] = {}
@@ -411,7 +435,7 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
         al, be, how = _fit_link([p.abc for p in pts], alpha if alpha is not None else 0.0)
         how = ("alpha from commbench" if alpha is not None else "alpha = 0 assumed") + \
             ", beta from " + ("the curve's own run " if pts[0].own else "") + _runs_text(pts)
-        curve_links[key] = (al, be, how)
+        curve_links[key] = (al, be, how + _faster_than_the_wire(fam[1], be))
     # 3. predict every larger run from those inputs alone
     for curve, _, compute in plans:
         for r in sorted(curve, key=lambda x: x["workers"]):
