@@ -178,5 +178,32 @@ framework = {list(FRAMEWORKS)!r}
         # same cores, another BLAS: within a factor of 3 of the host peak (measured here:
         # host peak 415, PyTorch 194-214, MXNet 221-251, TensorFlow 413, JAX 477-485
         # GFLOP/s); a probe that timed nothing (a folded constant, an unawaited result)
-        # reads far above it
+        # reads far above it. MXNet's own OpenBLAS ran its generic SSE kernels on an Intel
+        # Xeon here (84 GFLOP/s against NumPy's 346) until frameworks/mxnet/openblas.py
+        # chose its AVX2 ones (202)
         assert machine / 3 < dev < machine * 3, (fw, dev, machine)
+        if fw == "mxnet":
+            assert '"openblas_coretype"' in manifest, manifest
+
+
+def test_mxnet_openblas_kernel_is_chosen_before_load_and_a_users_choice_is_kept(monkeypatch):
+    """MXNet's wheel's OpenBLAS falls back to SSE kernels on processors newer than it:
+    on an x86-64 with AVX2 and FMA the worker asks for its AVX2 kernels, never over a
+    value the user set, and says who chose."""
+    import platform
+
+    from frameworks.mxnet import openblas
+
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(openblas, "_SET_HERE", [])
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Zen")
+    assert openblas.choose({"avx2", "fma"}) == ("Zen", "user")
+    monkeypatch.delenv("OPENBLAS_CORETYPE")
+    assert openblas.choose({"sse4_2"}) == ("", "")
+    assert "OPENBLAS_CORETYPE" not in os.environ
+    assert openblas.choose({"avx2", "fma", "avx512f"}) == ("Haswell", "dnnbench")
+    assert os.environ["OPENBLAS_CORETYPE"] == "Haswell"
+    assert openblas.choose() == ("Haswell", "dnnbench")  # the second call: same answer
+    monkeypatch.setattr(platform, "machine", lambda: "aarch64")
+    monkeypatch.delenv("OPENBLAS_CORETYPE")
+    assert openblas.choose({"avx2", "fma"}) == ("", "")

@@ -21,15 +21,29 @@ from frameworks.timing import FeedPhases
 from models.cost import cost
 
 
-def environment(spec: RunSpec) -> dict[str, Any]:
-    import mxnet as mx
+def _mxnet():
+    """MXNet, loaded with the OpenBLAS kernel `openblas.choose` picks (it must run before
+    the first import: OpenBLAS reads its setting once, at load)."""
+    from frameworks.mxnet import openblas
 
+    openblas.choose()
+    import mxnet
+
+    return mxnet
+
+
+def environment(spec: RunSpec) -> dict[str, Any]:
+    from frameworks.mxnet import openblas
+
+    mx = _mxnet()
+    kernel, chosen_by = openblas.choose()  # what the load above used
     features = mx.runtime.Features()
     env: dict[str, Any] = {"framework": "mxnet", "framework_version": mx.__version__,
                            "python": platform.python_version(),
                            "onednn": features.is_enabled("MKLDNN"),
                            "cuda_build": features.is_enabled("CUDA"),
-                           "omp_num_threads": os.environ.get("OMP_NUM_THREADS", "")}
+                           "omp_num_threads": os.environ.get("OMP_NUM_THREADS", ""),
+                           "openblas_coretype": kernel, "openblas_coretype_by": chosen_by}
     if spec.strategy == "horovod":
         from frameworks.horovod import build_info
 
@@ -42,7 +56,7 @@ def environment(spec: RunSpec) -> dict[str, Any]:
 
 def matmul_probe(spec: RunSpec, n: int):
     """One n x n float32 matmul on the run's context (MXNet 1.9 trains fp32 only here)."""
-    import mxnet as mx
+    mx = _mxnet()
 
     from frameworks.peak import MatmulProbe
 
@@ -66,7 +80,7 @@ class MXNetTrainer(FeedPhases):
 
     def __init__(self, spec: RunSpec, rank: int = 0, world_size: int = 1,
                  dropout: bool = True, hybridize: bool = True) -> None:
-        import mxnet as mx
+        mx = _mxnet()
         from mxnet import autograd, gluon
 
         self.mx, self.autograd = mx, autograd

@@ -15,7 +15,9 @@ def _param(block, name: str):
 
 
 def run(job: dict, weights: dict[str, np.ndarray]) -> dict:
-    import mxnet as mx
+    from frameworks.mxnet.adapter import _mxnet
+
+    mx = _mxnet()
     from mxnet import autograd, gluon
 
     from frameworks.mxnet.build import SpecNet
