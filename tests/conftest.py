@@ -50,8 +50,6 @@ def frameworks_with(strategy: str) -> tuple[str, ...]:
     return tuple(fw for fw in FRAMEWORKS if strategy in SUPPORT[fw].strategies)
 
 
-#: The frameworks whose Horovod binding the default tier runs (and `make test` compiles,
-#: 3 minutes each on a fresh 2-core machine); the other bindings run in the extended tier.
 def training_model(framework: str) -> str:
     """The network a test trains when the network is not what it checks: GoogLeNet (batch
     norm, many small tensors), but ResNet-50 for JAX, whose XLA compile of it takes half
@@ -64,6 +62,8 @@ def training_model(framework: str) -> str:
 #: to ~40 s of XLA compile or graph build per framework here).
 PLUMBING_MODEL = "hepcnn"
 
+#: The frameworks whose Horovod binding the default tier runs (and `make test` compiles,
+#: 3 minutes each on a fresh 2-core machine); the other bindings run in the extended tier.
 DEFAULT_TIER_HOROVOD = ("torch",)
 
 

@@ -51,6 +51,7 @@ from harness.scaling import baseline
 from harness.stats import median
 from harness.store import SYNTHETIC, Store
 from models.cost import cost
+from runners.emulated import ClusterError, rate_bits
 
 FIT_MAX_WORKERS = 2
 #: A scenario's links before the fit replaces them (see _comm).
@@ -297,8 +298,6 @@ def _faster_than_the_wire(link_name: str, beta: float) -> str:
     crossed by more than IMPLAUSIBLE_SPEEDUP: the model's other terms (compute, the
     servers' CPU) took the wire's time in the small runs, which then cannot show at scale
     (MXNet PS on shi2017-emulated: 2.2 GB/s fitted on a 0.125 GB/s wire)."""
-    from runners.emulated import ClusterError, rate_bits
-
     try:
         bits = rate_bits(link_name) if link_name not in ("", "local", "unshaped") else None
     except ClusterError:  # not a rate: nothing to compare with
