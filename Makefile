@@ -63,6 +63,7 @@ bench:
 	$$venv/bin/python -m bench.comm_ratio; \
 	$$venv/bin/python -m bench.strategies; \
 	$$venv/bin/python -m bench.repeatability; \
+	$$venv/bin/python -m bench.gate_probe; \
 	if command -v podman >/dev/null || command -v docker >/dev/null; then \
 	  $$venv/bin/dnnbench image build torch --base-image $(IMAGE_BASE); \
 	  $$venv/bin/python -m bench.containers; \
