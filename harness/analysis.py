@@ -170,8 +170,9 @@ def shootout(ok: list[dict], drifts: dict[str, repeat.Drift | None] | None = Non
              "seconds spent compiling the step before the first trial, never timed (JAX; "
              "'-' where a framework compiles lazily). Machine: "
              "the noise meter's median probe around the run's trials against "
-             "the sweep's best; below 85% the run was taken while something else used the "
-             "machine: its row says so, and it deserves a repeat.")
+             "the sweep's usual best (90th percentile of its probes); below 85% the run "
+             "was taken while something else used the machine: its row says so, and it "
+             "deserves a repeat.")
     for r in ok:
         if r["mode"] == "throughput" and r["workers"] == 1 and synthetic(r):
             ratio = r.get("noise_ratio")

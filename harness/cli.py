@@ -123,8 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="run again configurations stored as failed or timed out")
     p_run.add_argument("--remeasure-disturbed", action="store_true",
                        help="measure again ok runs taken while the machine was disturbed (noise "
-                            "meter below 85%% of the sweep's best); each new row replaces the "
-                            "old one only once it is stored")
+                            "meter below 85%% of the sweep's usual best); each new row "
+                            "replaces the old one only once it is stored")
     p_run.add_argument("--verbose", "-v", action="store_true", help="stream worker output")
     p_run.add_argument("--ignore-memory-check", action="store_true",
                        help="run even when the cost model estimates more memory than this "

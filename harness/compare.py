@@ -112,7 +112,7 @@ def machine(pairs: list[Pair], side: str) -> str:
     if not g:
         return "no noise-meter probes stored"
     return (f"noise meter: GEMM peak {median(g):.0f} GFLOP/s, copy {median(c):.1f} GB/s, "
-            f"median probe at {median(n):.0%} of its sweep's best")
+            f"median probe at {median(n):.0%} of its sweep's usual best")
 
 
 def table(pairs: list[Pair], a_name: str, b_name: str) -> str:

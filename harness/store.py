@@ -100,7 +100,8 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
      "mfu divides by: the best of machine_gflops and a NumPy GEMM with OpenBLAS free to "
      "pick its kernels for this CPU (harness/noise.py host_peak)"),
     ("noise_ratio", "REAL", "", "the median probe around the run's trials over the sweep's "
-     "best: below 0.85 the machine was measurably disturbed"),
+     "usual best (90th percentile of its probes so far): below 0.85 the machine was "
+     "measurably disturbed"),
     ("mfu", "REAL", "", "model FLOPs utilisation: forward+backward FLOPs per image (cost "
      "model) x images/s over the peak of the devices that ran it: workers x device_gflops "
      "on GPUs, peak_gflops for CPU runs on this host"),

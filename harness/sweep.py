@@ -406,5 +406,5 @@ class _SweepContext:
                 f", {row['n_trials']} trials ({row['stopped_by']})"
                 + (f", MFU {row['mfu']:.0%}" if row.get("mfu") else "")
                 + (f"; machine disturbed: probe at {row['noise_ratio']:.0%} of the sweep's "
-                   "best" if (row.get("noise_ratio") or 1) < noise.DISTURBED else "")
+                   "usual best" if (row.get("noise_ratio") or 1) < noise.DISTURBED else "")
                 + ("; warm-up did not settle" if row.get("warmup_settled") == 0 else ""))
