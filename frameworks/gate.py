@@ -14,8 +14,9 @@ Waiting costs one small read every few milliseconds, backing off to one every PO
 an idle worker takes no measurable CPU from the configuration being measured, and the
 harness's noise probe between rounds (harness/noise.py) is not slowed by the waiting
 workers. Polling every 4 ms without backing off, 8 idle workers cut the probe's GEMM to
-0.80 of its rate alone (2026-12-02, this 2-core VM; 2 such workers or 8 polling every
-50 ms: no change), which flagged every 8-worker run "machine disturbed"."""
+0.80-0.83 of its rate alone (2026-12-02, this 2-core VM, bench/gate_probe.py; 2 such
+workers or 8 polling every 50 ms: no change): 8 of the 9 8-worker runs of that day's
+shi2017-emulated sweeps were flagged "machine disturbed"."""
 
 from __future__ import annotations
 

@@ -17,7 +17,8 @@ more workers is predicted from those inputs alone:
   4- and 8-worker prediction low (worst -34%); the twins: median 4.7%, worst 11.5%.
   The 1-host run still says what the strategy costs off the wire (its collectives' own
   work, loopback being all but free): that cost is held fixed as workers are added, and
-  only the twin's remainder, the wire's, is fitted as the link (`_off_wire`).
+  only the twin's remainder, the wire's, is fitted as the link (`_off_wire`; not where
+  the servers' CPU is modelled, below: that term already holds their loopback work).
   Such a beta is that network's effective cost per byte on the link, its fixed per-step
   costs included, and the model's structure (ring steps, bytes per worker, PS fan-in)
   carries it to more workers. A curve without a 2-worker run of its own (more servers
