@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.overhead import interleaved
 from frameworks import gate
 from harness.noise import probe
 from harness.stats import median
@@ -38,30 +39,27 @@ def _waiters(n: int, path: str, fixed_poll_s: float | None) -> list[subprocess.P
     return [subprocess.Popen([sys.executable, "-c", code], cwd=REPO) for _ in range(n)]
 
 
-def _probes(k: int) -> list[float]:
-    return [probe(PROBE_S).gemm_gflops for _ in range(k)]
+def _probes(k: int) -> float:
+    """The median GEMM rate of k probes taken back to back."""
+    return median([probe(PROBE_S).gemm_gflops for _ in range(k)])
 
 
 def measure(waiters: int, rounds: int, fixed_poll_s: float | None) -> dict[str, float]:
-    alone: list[float] = []
-    waiting: list[float] = []
+    def with_waiters() -> float:
+        gate.write(path, 0)
+        procs = _waiters(waiters, path, fixed_poll_s)
+        time.sleep(1.0)  # started, imported, waiting
+        try:
+            return _probes(5)
+        finally:
+            gate.write(path, 0, stop=True)
+            for p in procs:
+                p.wait(timeout=30)
+
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "gate")
-        for i in range(rounds):
-            for side in (("alone", "waiting") if i % 2 == 0 else ("waiting", "alone")):
-                if side == "alone":
-                    alone += _probes(5)
-                    continue
-                gate.write(path, 0)
-                procs = _waiters(waiters, path, fixed_poll_s)
-                time.sleep(1.0)  # started, imported, waiting
-                try:
-                    waiting += _probes(5)
-                finally:
-                    gate.write(path, 0, stop=True)
-                    for p in procs:
-                        p.wait(timeout=30)
-    a, w = median(alone), median(waiting)
+        got = interleaved({"alone": lambda: _probes(5), "waiting": with_waiters}, rounds)
+    a, w = median(got["alone"]), median(got["waiting"])
     return {"alone_gflops": round(a, 1), "waiting_gflops": round(w, 1),
             "ratio": round(w / a, 3)}
 

@@ -26,9 +26,10 @@ def _bench(framework: str):
     return importlib.import_module(f"frameworks.{framework}.bench")
 
 
-def _interleaved(runners: dict, rounds: int) -> dict[str, list[float]]:
-    """Seconds per block for each runner, blocks interleaved round-robin with the order
-    reversed every other round (ABBA), so drifts on a shared machine hit all alike."""
+def interleaved(runners: dict, rounds: int) -> dict[str, list[float]]:
+    """Each runner's result per block (here seconds), blocks interleaved round-robin with
+    the order reversed every other round (ABBA), so drifts on a shared machine hit all
+    alike. Imports no framework: harness-side benchmarks use it too."""
     names = list(runners)
     times: dict[str, list[float]] = {n: [] for n in names}
     for i in range(rounds):
@@ -46,7 +47,7 @@ def main() -> None:
     warm_up(trainer, 3)
     hand = side.hand_written
     hand(trainer, 1)
-    t = _interleaved({"hand": lambda: hand(trainer, steps),
+    t = interleaved({"hand": lambda: hand(trainer, steps),
                       "ours": lambda: throughput_trial(trainer, steps).wall,
                       "breakdown": lambda: breakdown_trial(trainer, steps).wall}, rounds)
     ratios = [h / o for h, o in zip(t["hand"], t["ours"])]  # images/s ours / hand-written
@@ -62,7 +63,7 @@ def main() -> None:
         except Exception as exc:  # noqa: BLE001 - an unsupported variant is a fact too
             facts[name] = f"not runnable: {str(exc).splitlines()[0][:120]}"
     if runners:
-        vt = _interleaved(runners, max(4, rounds // 2))
+        vt = interleaved(runners, max(4, rounds // 2))
         for name, walls in vt.items():
             facts[name] = round(facts[name] / statistics.median(walls), 2)
     q = statistics.quantiles(ratios, n=4)

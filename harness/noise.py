@@ -33,7 +33,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from harness.stats import median
+from harness.stats import median, quantile
 
 #: A run whose probe fell below this fraction of the sweep's usual best was disturbed.
 DISTURBED = 0.85
@@ -133,17 +133,6 @@ class Meter:
                 and spec.resolved_launcher != "slurm"):
             out["mfu"] = train_flops_per_image(spec) * images_per_s / (peak * 1e9)
         return out
-
-
-def quantile(xs: list[float], q: float) -> float:
-    """The q-quantile of xs, linear between ranks (0.0 for none)."""
-    s = sorted(xs)
-    if not s:
-        return 0.0
-    pos = q * (len(s) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def train_flops_per_image(spec) -> float:

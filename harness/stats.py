@@ -19,6 +19,17 @@ def median(xs: list[float]) -> float:
     return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
 
 
+def quantile(xs: list[float], q: float) -> float:
+    """The q-quantile of xs, linear between ranks (0.0 for none)."""
+    s = sorted(xs)
+    if not s:
+        return 0.0
+    pos = q * (len(s) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
 def _binom_cdf(k: int, n: int) -> float:
     return sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
 
