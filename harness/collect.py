@@ -117,7 +117,8 @@ def record(spec: RunSpec, experiment: str, run_id: str, job: JobResult,
     elif job.interrupted:
         row.update(status="interrupted", reason="stopped by Ctrl-C")
     elif job.timed_out:
-        row.update(status="timeout", reason=f"no result within timeout_s = {spec.timeout_s:g} s")
+        row.update(status="timeout", reason=job.timeout_reason
+                   or f"no result within timeout_s = {spec.timeout_s:g} s")
     elif errors or not job.ok or done < reporters:
         code = next((p.returncode for p in job.processes if p.spec.tag == job.failed_tag), None)
         reason = errors[0] if errors else (

@@ -94,6 +94,14 @@ case "$action" in
       apt-get install -y -qq --no-install-recommends slurm-wlm munge >&2
     fi
     down
+    # the daemons' ports are fixed: one taken means another cluster runs (perhaps one
+    # started with another DNNBENCH_SLURM_DIR), and slurmctld would die without a word
+    for p in 16817 $(seq 17001 $((17000 + nodes))); do
+      if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+        die "port $p is taken: another Slurm cluster runs here (stop it with its own \
+DNNBENCH_SLURM_DIR and '$0 down'), or another program holds the port"
+      fi
+    done
     fresh_dir
     mkdir -p "$dir"/run "$dir"/log "$dir"/state "$dir"/munge "$dir"/spool
     # munge: a fresh key and socket of our own (no system munged needed)
@@ -143,13 +151,20 @@ PartitionName=debug Nodes=node[1-$nodes] Default=YES MaxTime=INFINITE State=UP O
 EOF
     for i in $(seq 1 "$nodes"); do mkdir -p "$dir/spool/node$i"; done
     export SLURM_CONF=$conf
-    slurmctld -f "$conf" -i
-    for i in $(seq 1 "$nodes"); do slurmd -f "$conf" -N "node$i"; done
-    for _ in $(seq 100); do
+    slurmctld -f "$conf" -i || die "slurmctld did not start; its log ends: \
+$(tail -n 5 "$dir/log/slurmctld.log" 2>/dev/null)"
+    for i in $(seq 1 "$nodes"); do
+      slurmd -f "$conf" -N "node$i" || die "slurmd node$i did not start; its log ends: \
+$(tail -n 5 "$dir/log/slurmd-node$i.log" 2>/dev/null)"
+    done
+    idle=0
+    for _ in $(seq 150); do
       idle=$(sinfo -h -o "%T %D" 2>/dev/null | awk '$1=="idle" {n+=$2} END {print n+0}')
       [ "$idle" -ge "$nodes" ] && break
       sleep 0.2
     done
+    [ "$idle" -ge "$nodes" ] || die "only $idle of $nodes nodes became idle within 30 s: \
+$(sinfo -h -N -o '%N %T %E' 2>&1); slurmctld's log ends: $(tail -n 5 "$dir/log/slurmctld.log")"
     sinfo
     echo "export SLURM_CONF=$conf"
     ;;

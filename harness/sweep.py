@@ -29,7 +29,7 @@ from harness.telemetry import DEFAULT_INTERVAL_S, Sampler
 from runners import container, emulated
 from runners.horovodrun import HorovodNotFound
 from runners.mpirun import MpiNotFound
-from runners.slurm import SlurmError, SlurmOptions
+from runners.slurm import QUEUE_MARK, SlurmError, SlurmOptions
 
 #: Launchers that cannot start a job at all (not installed, submission refused): the run
 #: is stored as failed with the launcher's reason and the sweep goes on.
@@ -333,10 +333,19 @@ class _SweepContext:
         sampler = (Sampler(self.telemetry_interval_s, launcher_ranks=spec.workers)
                    if self.telemetry_interval_s > 0 and launcher != "slurm" else None)
         prog, stream = self.prog, self.stream_output
+        waited = []  # a Slurm job's queue notes shown so far: its start is shown after them
 
         def on_line(tag: str, line: str, sampler=sampler) -> None:
             if stream:
                 print(f"  [{tag}] {line}", file=sys.stderr)
+            if line.startswith(QUEUE_MARK):
+                # a job that waits says why (a busy or drained node, its priority), and
+                # when it starts; one that starts at once shows nothing
+                note = line[len(QUEUE_MARK):]
+                if " PENDING (" in note or waited:
+                    waited.append(note)
+                    prog.note(f"  {note}")
+                return
             ev = events.parse(line) if events.PREFIX in line else None
             if ev is None:
                 return

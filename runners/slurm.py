@@ -34,6 +34,9 @@ EXIT_MARK = ":::DNNBENCH_SLURM_EXIT "
 #: the first line a job writes: its id (a job array task's: ARRAYID_INDEX), so the output
 #: file names its job even if whoever submitted it never learnt the id
 JOB_MARK = ":::DNNBENCH_SLURM_JOB "
+#: a line the launcher (never the job) adds to a job's output each time squeue reports a
+#: new state or pending reason: progress and the stored output then say why a run waited
+QUEUE_MARK = ":::DNNBENCH_SLURM_QUEUE "
 #: bash: `dnnbench_node_ip NODE` prints the IPv4 address Slurm reaches NODE at: its
 #: NodeAddr (a node name need not resolve, e.g. several slurmd on one host), resolved
 #: (ps-lite's scheduler binds the address it is given: a name such as "localhost" fails).
@@ -182,12 +185,18 @@ ROOT_KEYS = {"DMLC_PS_ROOT_URI", "HOROVOD_GLOO_RENDEZVOUS_ADDR"}
 #: the rendezvous ports (on the first node): picked there when the job starts, since a
 #: port free on the host that planned the job says nothing of a compute node's
 PORT_KEYS = {"MASTER_PORT", "DMLC_PS_ROOT_PORT", "HOROVOD_GLOO_RENDEZVOUS_PORT"}
-#: bash: `dnnbench_free_port` prints a TCP port nothing listens on here (the batch script
-#: runs on the job's first node, where the rendezvous binds)
-FREE_PORT = ('dnnbench_free_port() { local p; for _ in $(seq 100); do '
-             'p=$((20000 + RANDOM % 40000)); '
-             '(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }; '
-             'done; echo $((20000 + ${SLURM_JOB_ID:-0} % 40000)); }')
+#: bash: `dnnbench_free_port [N]` prints a TCP port P such that nothing listens on P..P+N-1
+#: here (the batch script runs on the job's first node, where the rendezvous binds), taken
+#: below the kernel's ephemeral range (ip_local_port_range) where it leaves room: a port
+#: the kernel may hand to an outgoing connection can be taken between the pick and the
+#: bind, and a client that retries a port nobody listens on yet can connect to itself
+FREE_PORT = ('dnnbench_free_port() { local n=${1:-1} lo=0 hi span p i; '
+             '{ read -r lo hi < /proc/sys/net/ipv4/ip_local_port_range; } 2>/dev/null; '
+             'span=$((lo - 20000 - n)); [ "$span" -ge 1000 ] || span=$((40000 - n)); '
+             'for _ in $(seq 100); do p=$((20000 + RANDOM % span)); '
+             'for i in $(seq 0 $((n - 1))); do '
+             '(exec 3<>"/dev/tcp/127.0.0.1/$((p + i))") 2>/dev/null && continue 2; done; '
+             'echo "$p"; return; done; echo $((20000 + ${SLURM_JOB_ID:-0} % span)); }')
 #: the parameter-server roles' script, written by the batch script into the job's
 #: directory (shared with the compute nodes, as the output file is) and run by every task
 #: of the services step, each choosing its role by SLURM_PROCID
@@ -197,21 +206,21 @@ SERVICES_FILE = "$(dirname {output})/services-$SLURM_JOB_ID.sh"
 def _task_addresses(workers: list[ProcessSpec], nodes: int, per_node: int) -> list[str]:
     """DNNBENCH_TASK_ADDRS: every worker task's node address and a port, in SLURM_PROCID
     order (block distribution: per_node tasks on each node in turn). A per-task cluster
-    description (TensorFlow's TF_CONFIG) is then built by each worker from its rank; the
-    ports count up from the plan's first worker's, so tasks sharing a node never clash."""
-    import json
-
-    first = json.loads(workers[0].env["TF_CONFIG"])["cluster"]["worker"][0]
-    base = int(first.rsplit(":", 1)[1])
+    description (TensorFlow's TF_CONFIG) is then built by each worker from its rank. The
+    ports are picked on the first node when the job starts (a port free on the host that
+    planned the job says nothing of a compute node's) and count up from there, so tasks
+    sharing a node never clash."""
     return [
         "# every worker's address, in task order: each builds its TF_CONFIG from it",
+        FREE_PORT,
+        f"dnnbench_base=$(dnnbench_free_port {len(workers)})",
         "DNNBENCH_TASK_ADDRS=; i=0",
         f"for k in $(seq 0 {nodes - 1}); do",
         '  v="DNNBENCH_N$k"',
         f"  for _ in $(seq {per_node}); do",
         f'    [ "$i" -lt {len(workers)} ] || break',
-        f'    DNNBENCH_TASK_ADDRS="$DNNBENCH_TASK_ADDRS${{DNNBENCH_TASK_ADDRS:+,}}${{!v}}:'
-        f'$(({base} + i))"',
+        '    DNNBENCH_TASK_ADDRS="$DNNBENCH_TASK_ADDRS${DNNBENCH_TASK_ADDRS:+,}${!v}:'
+        '$((dnnbench_base + i))"',
         "    i=$((i + 1))",
         "  done",
         "done",
@@ -484,6 +493,38 @@ NEVER_STARTS = frozenset({
     "PartitionInactive", "PartitionDown"})
 
 
+#: Pending reasons that mean the nodes the job needs are busy or unusable (down, drained,
+#: reserved): the nodes' own reasons (`sinfo -R`) then say what an administrator must fix.
+#: (squeue spells the last with spaces or underscores, by version)
+NODES_UNAVAILABLE = ("Resources", "ReqNodeNotAvail", "Nodes required for job are DOWN")
+
+
+def unavailable_nodes() -> str:
+    """Nodes Slurm holds down or drained, each with its reason ("node1 drained: Kill task
+    failed"); "" when none, or when sinfo cannot answer (this is only an explanation)."""
+    try:
+        out = subprocess.run(["sinfo", "-h", "-R", "-o", "%N|%T|%E"], capture_output=True,
+                             text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    found = [f"{n} {st}: {why}" for n, st, why in
+             (ln.split("|", 2) for ln in out.stdout.splitlines() if ln.count("|") >= 2)]
+    return "; ".join(found)
+
+
+def queue_note(job_id: str, state: str, reason: str) -> str:
+    """The QUEUE_MARK line for a job's new state: its pending reason, and for a job
+    waiting on nodes, which nodes Slurm holds down or drained and why."""
+    text = f"{QUEUE_MARK}job {job_id} {state}"
+    if reason and reason != "None":
+        text += f" ({reason})"
+    if state == "PENDING" and reason.replace("_", " ").startswith(NODES_UNAVAILABLE):
+        nodes = unavailable_nodes()
+        if nodes:
+            text += f"; unavailable nodes: {nodes}"
+    return text
+
+
 def _squeue_state(job_id: str) -> tuple[str, str]:
     """The job's state and its pending reason; ("", "") once Slurm no longer lists it.
     SlurmError when squeue cannot answer (no Slurm here, controller unreachable): a job
@@ -673,6 +714,12 @@ class _Follower:
         self.path, self.on_line, self.pos = path, on_line, 0
         self.lines: list[str] = []
 
+    def note(self, line: str) -> None:
+        """A line of the launcher's own (QUEUE_MARK), kept with the job's output."""
+        self.lines.append(line)
+        if self.on_line is not None:
+            self.on_line("slurm", line)
+
     def drain(self) -> None:
         if not self.path.is_file():
             return
@@ -722,6 +769,7 @@ def launch(specs: list[ProcessSpec], timeout: float, on_line: LineCallback | Non
     running_since = None
     never = ""
     unanswered = None  # since when squeue has been failing
+    seen = ("", "")  # the last (state, reason) noted in the output
     try:
         while True:
             now = time.monotonic()
@@ -739,6 +787,9 @@ def launch(specs: list[ProcessSpec], timeout: float, on_line: LineCallback | Non
             if not state:
                 break
             out.drain()
+            if (state, reason) != seen:
+                seen = (state, reason)
+                out.note(queue_note(job_id, state, reason))
             if state == "PENDING" and reason in NEVER_STARTS:
                 never = reason
                 break
@@ -763,5 +814,11 @@ def launch(specs: list[ProcessSpec], timeout: float, on_line: LineCallback | Non
                          f"{never}: its request does not fit the partition's configuration "
                          "or limits (https://slurm.schedmd.com/job_reason_codes.html); "
                          "cancelled")
-    return result_from_output(out.lines, _job_role(specs, NAME), str(script),
-                              time.monotonic() - start, timed_out, interrupted)
+    result = result_from_output(out.lines, _job_role(specs, NAME), str(script),
+                                time.monotonic() - start, timed_out, interrupted)
+    if timed_out and running_since is None:
+        result.timeout_reason = (
+            f"Slurm job {job_id} waited {o.queue_wait_s:g} s in the queue without starting "
+            f"(last pending reason: {seen[1] or 'none given'}) and was cancelled; "
+            "queue_wait_s in the experiment file's [slurm] table sets the wait")
+    return result

@@ -46,6 +46,9 @@ class JobResult:
     timed_out: bool = False
     interrupted: bool = False
     failed_tag: str | None = None  # the first process that exited non-zero
+    #: why the launcher gave up, where it knows more than "timeout_s passed" (a Slurm job
+    #: that never left the queue)
+    timeout_reason: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -31,6 +31,17 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None,
                           timeout=timeout, env={**os.environ, **(env or {})})
 
 
+def stored_tails(db: str | Path) -> str:
+    """Every stored run's status, reason and output tail: what a failed CLI run's
+    assertion shows, so a hang or crash in CI can be read from the log alone."""
+    import sqlite3
+
+    if not Path(db).is_file():
+        return f"\n(no database at {db})"
+    rows = sqlite3.connect(db).execute("SELECT status, reason, output_tail FROM runs").fetchall()
+    return "".join(f"\n--- stored run: {st}: {why}\n{tail}" for st, why, tail in rows)
+
+
 @pytest.fixture(scope="session")
 def torch_env():
     from harness import envs

@@ -18,7 +18,7 @@ import pytest
 
 from runners.container import container_command
 from runners.spec import ProcessSpec
-from tests.conftest import FRAMEWORKS, PLUMBING_MODEL, REPO, run_cli
+from tests.conftest import FRAMEWORKS, PLUMBING_MODEL, REPO, run_cli, stored_tails
 
 HADOLINT = Path(sys.executable).parent / "hadolint"
 
@@ -535,7 +535,7 @@ def test_slurm_tasks_run_in_containers_and_leave_none(torch_image, slurm, tmp_pa
     db, jobs = str(tmp_path / "r.db"), tmp_path / "jobs"
     proc = run_cli("run", "--framework", "torch", "--strategy", "allreduce", *SLURM_COMMON,
                    "--env", "container", "--db", db, "--slurm-dir", str(jobs), env=slurm)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stdout + proc.stderr + stored_tails(db)
     row = sqlite3.connect(db).execute(
         "SELECT status, env, nodes, n_trials, replicas_identical, manifest_json FROM runs"
     ).fetchone()
@@ -573,7 +573,7 @@ def test_horovod_in_containers_under_slurm_meets_at_dnnbenchs_rendezvous(
     db, jobs = str(tmp_path / "r.db"), tmp_path / "jobs"
     proc = run_cli("run", "--framework", "torch", "--strategy", "horovod", *SLURM_COMMON,
                    "--env", "container", "--db", db, "--slurm-dir", str(jobs), env=slurm)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stdout + proc.stderr + stored_tails(db)
     row = sqlite3.connect(db).execute(
         "SELECT status, env, nodes, n_trials, replicas_identical, manifest_json, output_tail "
         "FROM runs").fetchone()
@@ -631,7 +631,7 @@ def test_every_strategy_runs_in_containers_under_slurm(ps_images, slurm, tmp_pat
     proc = run_cli("run", "--framework", framework, "--strategy", strategy,
                    *(("--ps", str(ps)) if ps else ()), *SLURM_COMMON, "--env", "container",
                    "--db", db, "--slurm-dir", str(jobs), env=slurm)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stdout + proc.stderr + stored_tails(db)
     row = sqlite3.connect(db).execute(
         "SELECT status, env, strategy, nodes, ps, workers, images_per_s > 0, manifest_json "
         "FROM runs").fetchone()
@@ -675,7 +675,7 @@ def test_the_remaining_launcher_cells_run(torch_image, ps_images, slurm, tmp_pat
         assert proc.returncode == 0, (fw, strategy, launcher, env, proc.stdout + proc.stderr)
     proc = run_cli("run", "--framework", "torch", "--launcher", "slurm", "--env", "container",
                    *SHORT, "--db", db, "--slurm-dir", str(tmp_path / "jobs"), env=slurm)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stdout + proc.stderr + stored_tails(db)
     rows = _rows(db)
     assert [(r["status"], r["framework"], r["strategy"], r["env"]) for r in rows] == [
         ("ok", fw, strategy, env) for fw, strategy, _, env, _ in cells] + [

@@ -16,7 +16,7 @@ import pytest
 
 from runners.slurm import SlurmError, SlurmOptions, sbatch_script
 from runners.spec import ProcessSpec
-from tests.conftest import PLUMBING_MODEL, REPO, run_cli
+from tests.conftest import PLUMBING_MODEL, REPO, run_cli, stored_tails
 
 SCRIPT = REPO / "harness" / "slurm-cluster.sh"
 
@@ -47,22 +47,25 @@ def test_sbatch_script_text_and_syntax(tmp_path):
     path = tmp_path / "j.sbatch"
     path.write_text(text)
     assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
-    # the rendezvous port is picked on the first node when the job starts, skipping ports
-    # something listens on there
+    # the rendezvous port is picked on the first node when the job starts, below the
+    # kernel's ephemeral range, skipping ports something listens on there
     from runners.slurm import FREE_PORT
 
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
-        busy.listen()
+        busy.listen(512)  # room for every probe: a full queue drops them (slow, "free")
         taken = busy.getsockname()[1]
         out = subprocess.run(["bash", "-c", FREE_PORT + "; RANDOM=1; for i in $(seq 200); do "
-                              "dnnbench_free_port; done"], capture_output=True, text=True)
+                              "dnnbench_free_port 3; done"], capture_output=True, text=True)
         picks = {int(x) for x in out.stdout.split()}
-        assert len(picks) > 100 and all(20000 <= p < 60000 for p in picks)
-        probe = subprocess.run(["bash", "-c", FREE_PORT.replace("RANDOM % 40000",
-                                                                f"0 + {taken - 20000}")
-                                + "; dnnbench_free_port"], capture_output=True, text=True)
-        assert int(probe.stdout) != taken  # only port it tries is busy: the fallback
+        assert len(picks) > 100 and all(20000 <= p and p + 3 <= low for p in picks), picks
+        for first, n in ((taken, 1), (taken - 1, 2)):  # the port, or one of a run, is busy
+            assert "RANDOM % span" in FREE_PORT
+            probe = subprocess.run(["bash", "-c", FREE_PORT.replace(
+                "RANDOM % span", f"0 + {first - 20000}") + f"; dnnbench_free_port {n}"],
+                capture_output=True, text=True)
+            assert int(probe.stdout) != first  # the only port it tries is busy: fallback
     with pytest.raises(SlurmError, match="one program"):
         sbatch_script(specs(1) + specs(1, ("python", "-c", "import mxnet")), 1, "j", "o", 60)
 
@@ -213,7 +216,8 @@ def _rows(db) -> list[tuple]:
 AUTO_THREADS = ("--model", PLUMBING_MODEL, "--image-size", "32", "--batch", "4", "--steps", "3",
                 "--warmup", "1", "--trials", "2", "--target-width", "0", "--classes", "10",
                 "--nodes", "2", "--launcher", "slurm")
-COMMON = AUTO_THREADS + ("--threads", "1")
+#: a hang ends as a stored timeout row, with its output, well before the test's own limit
+COMMON = AUTO_THREADS + ("--threads", "1", "--timeout", "240")
 
 
 @pytest.mark.parametrize("fw,strategy", [
@@ -228,7 +232,7 @@ def test_sbatch_two_node_runs_land_in_the_database(all_envs, slurm, tmp_path, fw
     common = AUTO_THREADS if (fw, strategy) == ("torch", "allreduce") else COMMON
     proc = run_cli("run", "--framework", fw, "--strategy", strategy, *common, "--db", db,
                    "--slurm-dir", str(tmp_path / "jobs"), env=slurm)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stdout + proc.stderr + stored_tails(db)
     runs = [(fw, strategy)]
     assert _rows(db) == [("ok", "", strategy, 2, 1)]
     threads = [t for (t,) in sqlite3.connect(db).execute(
@@ -276,7 +280,7 @@ def test_mxnet_parameter_servers_run_as_one_slurm_job(all_envs, slurm, tmp_path)
     jobs = tmp_path / "jobs"
     proc = run_cli("run", "--framework", "mxnet", "--strategy", "ps-sync", "--ps", "2",
                    *COMMON, "--db", db, "--slurm-dir", str(jobs), env=slurm)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stdout + proc.stderr + stored_tails(db)
     row = sqlite3.connect(db).execute(
         "SELECT status, strategy, nodes, ps, workers, n_trials, images_per_s > 0 "
         "FROM runs").fetchone()
@@ -296,7 +300,7 @@ def test_tensorflow_parameter_servers_run_as_one_slurm_job(all_envs, slurm, tmp_
     jobs = tmp_path / "jobs"
     proc = run_cli("run", "--framework", "tensorflow", "--strategy", "ps-async", "--ps", "1",
                    *COMMON, "--db", db, "--slurm-dir", str(jobs), env=slurm)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stdout + proc.stderr + stored_tails(db)
     row = sqlite3.connect(db).execute(
         "SELECT status, strategy, nodes, ps, workers, images_per_s > 0 FROM runs").fetchone()
     assert row == ("ok", "ps-async", 2, 1, 2, 1), row
@@ -354,11 +358,11 @@ def test_inside_an_allocation_runs_a_job_step(all_envs, slurm, tmp_path):
     exe = os.path.join(os.path.dirname(os.sys.executable), "dnnbench")
     proc = subprocess.run(["salloc", "--nodes=2", "--ntasks-per-node=1", "--time=5", exe,
                            "run", "--framework", "torch", "--strategy", "allreduce", *COMMON,
-                           "--timeout", "240", "--db", db, "--slurm-dir",
+                           "--db", db, "--slurm-dir",
                            str(tmp_path / "jobs")],
                           env={**os.environ, **slurm}, capture_output=True, text=True,
                           timeout=400, cwd=REPO)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stdout + proc.stderr + stored_tails(db)
     assert _rows(db) == [("ok", "", "allreduce", 2, 1)]
     assert not (tmp_path / "jobs").exists()  # no sbatch: srun inside the allocation
 
@@ -375,6 +379,36 @@ def test_timeout_cancels_the_job(all_envs, slurm, tmp_path):
     assert row[0] == "timeout"
     queue = subprocess.run(["squeue", "-h"], env={**os.environ, **slurm}, capture_output=True,
                            text=True)
+    assert queue.stdout.strip() == ""  # scancel removed it
+
+
+def test_a_job_waiting_on_drained_nodes_says_why_and_is_cancelled(torch_env, slurm, tmp_path):
+    """A job whose nodes an administrator drained pends with no end: progress says which
+    nodes and why while it waits, and after queue_wait_s the row says the job never left
+    the queue (not "no result within timeout_s") and nothing is left queued."""
+    env = {**os.environ, **slurm}
+    exp = tmp_path / "e.toml"
+    exp.write_text(
+        'name = "drained"\n[defaults]\nframework = "torch"\nstrategy = "allreduce"\n'
+        f'model = "{PLUMBING_MODEL}"\nimage_size = 32\nbatch_size = 4\nsteps = 3\n'
+        'warmup = 1\ntrials = 2\ntarget_width = 0\nnum_classes = 10\nthreads = 1\n'
+        'nodes = 2\nlauncher = "slurm"\n[slurm]\nqueue_wait_s = 8\n')
+    db = str(tmp_path / "r.db")
+    drain = ["scontrol", "update", "nodename=node[1-2]"]
+    subprocess.run([*drain, "state=drain", "reason=dnnbench-test-maintenance"], env=env,
+                   check=True)
+    try:
+        proc = run_cli("run", "-e", str(exp), "--db", db, "--slurm-dir",
+                       str(tmp_path / "jobs"), env=slurm, timeout=120)
+    finally:
+        subprocess.run([*drain, "state=resume"], env=env, check=True)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "Traceback" not in out, out
+    assert "PENDING (" in out and "drained: dnnbench-test-maintenance" in out, out
+    ((status, reason, *_),) = _rows(db)
+    assert status == "timeout" and "waited 8 s in the queue without starting" in reason, reason
+    assert "queue_wait_s" in reason, reason
+    queue = subprocess.run(["squeue", "-h"], env=env, capture_output=True, text=True)
     assert queue.stdout.strip() == ""  # scancel removed it
 
 
@@ -418,6 +452,17 @@ def test_unreachable_slurm_is_a_failed_run_not_a_crash(torch_env, tmp_path):
 def _script_with(state, action):
     return subprocess.run(["bash", str(SCRIPT), action], capture_output=True, text=True,
                           env={**os.environ, "DNNBENCH_SLURM_DIR": str(state)}, timeout=60)
+
+
+def test_a_second_cluster_is_refused_by_name_and_the_first_keeps_running(slurm, tmp_path):
+    """slurmctld's ports are fixed: a second `up` from another state folder used to fail
+    with exit 1 and no word (its slurmctld could not bind). It names the port now, and
+    touches nothing of the cluster already up."""
+    r = _script_with(tmp_path / "second", "up")
+    assert r.returncode == 2 and "port 16817 is taken" in r.stderr, r.stdout + r.stderr
+    states = subprocess.run(["sinfo", "-h", "-o", "%T"], env={**os.environ, **slurm},
+                            capture_output=True, text=True, timeout=30).stdout.split()
+    assert states and set(states) <= {"idle", "mixed", "allocated"}, states
 
 
 def test_cluster_script_refuses_folders_it_cannot_trust(tmp_path):
@@ -554,7 +599,7 @@ def test_a_submitted_sweep_is_collected_later_and_loses_nothing(all_envs, slurm,
     start = time.monotonic()
     proc = run_cli("run", "-e", str(exp), "--submit", "--db", db, "--slurm-dir", jobs,
                    env=slurm)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stdout + proc.stderr + stored_tails(db)
     assert time.monotonic() - start < 60  # returns without waiting for any job
     assert "submitted 6 runs in 2 jobs" in proc.stdout, proc.stdout
     assert len(sqlite3.connect(db).execute("SELECT job_id FROM jobs").fetchall()) == 6
@@ -574,7 +619,7 @@ def test_a_submitted_sweep_is_collected_later_and_loses_nothing(all_envs, slurm,
     collector.kill()
     collector.wait()
     proc = run_cli("collect", "--db", db, "--wait", "--poll", "1", env=slurm)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stdout + proc.stderr + stored_tails(db)
     rows = sqlite3.connect(db).execute(
         "SELECT status, strategy, nodes, batch_size, n_trials, threads, images_per_s > 0, "
         "replicas_identical FROM runs ORDER BY strategy, batch_size").fetchall()
