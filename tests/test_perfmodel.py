@@ -148,6 +148,29 @@ def test_a_servers_cpu_time_lengthens_its_hosts_step_under_a_quota():
         assert predict(off, c).t_server == 0.0
 
 
+def test_the_servers_cpu_and_the_wire_overlap_the_longer_counts():
+    """A server sums and applies each tensor as its bytes arrive, while its host's worker
+    waits for the pull: beyond compute the step takes the longer of the servers' CPU time
+    and the wire's time, not their sum, and the breakdown still adds up to t_iter."""
+    from dataclasses import replace
+
+    from harness.perfmodel.predict import ServerCost
+
+    c = Compute(0.05, 0.1)
+    base = Scenario("resnet50", 8, nodes=4, strategy="ps", ps=4, overlap=False,
+                    image_size=32, num_classes=10, ps_placement="mxnet", ps_colocated=True,
+                    cpus_per_host=0.25, server_cost=ServerCost(1e-9, 0.5e-9))
+    for beta in (1e-10, 1e-8):  # the wire shorter, then longer, than the servers' CPU
+        lk = network.Link("toy", 0.0, beta)
+        p = predict(replace(base, intra=lk, inter=lk), c)
+        assert p.t_server > 0 and p.t_comm > 0
+        assert p.t_iter == pytest.approx(c.total + max(p.t_server, p.t_comm))
+        assert p.t_iter == pytest.approx(sum(p.breakdown().values()))
+        assert p.detail["wire_hidden_by_servers"] == pytest.approx(min(p.t_server, p.t_comm))
+    assert predict(replace(base, intra=lk, inter=lk, server_cost=None), c).t_iter == \
+        pytest.approx(c.total + p.t_comm)
+
+
 def test_server_cost_fit_recovers_per_step_and_per_client_costs():
     """The held-out fit of the servers' CPU is the model run backwards: core-seconds made
     from known costs at 1 and 2 clients (1 and 2 servers) give those costs back; one

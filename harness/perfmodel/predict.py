@@ -65,7 +65,8 @@ class ServerCost:
     """A parameter server's own CPU time per step, in core-seconds per byte it holds:
     `per_byte` once per step (applying the update), `per_client_byte` for each client
     (receiving and summing its push, serving its pull). Only matters where the servers
-    share a CPU quota with a worker (emulated hosts): it then lengthens that host's step."""
+    share a CPU quota with a worker (emulated hosts): it then lengthens that host's step,
+    overlapping the wire's time (predict: the longer of the two counts)."""
 
     per_byte: float
     per_client_byte: float
@@ -113,7 +114,7 @@ class Prediction:
     scenario: Scenario
     compute: Compute
     t_comm: float  # communication with no overlap
-    t_comm_exposed: float
+    t_comm_exposed: float  # not hidden by compute (overlap) or by the servers' CPU work
     t_iter: float
     t_iter_single: float
     assumptions: tuple[str, ...] = field(default_factory=tuple)
@@ -258,6 +259,15 @@ def predict(s: Scenario, compute: Compute) -> Prediction:
                   "gradient_bytes": m}
     t_server, more = server_time(s, net)
     notes += more
+    if t_server > 0.0 and exposed > 0.0:
+        # a server sums and applies each tensor as its bytes arrive, while its host's
+        # worker waits for the pull: the wire and the servers' CPU overlap, and the
+        # longer of the two bounds the step beyond compute
+        hidden = min(t_server, exposed)
+        exposed -= hidden
+        detail["wire_hidden_by_servers"] = hidden
+        notes.append(f"the servers' CPU work overlaps the wire: {hidden * 1e3:.0f} ms of "
+                     "its time is hidden behind it; the longer of the two bounds the step")
     single = compute.total + server_time(replace(s, nodes=1, devices_per_node=1, ps=1), net)[0]
     t_iter = compute.total + t_server + exposed
     return Prediction(s, compute, t_comm, exposed, t_iter, single, tuple(notes), detail,
