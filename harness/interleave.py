@@ -155,6 +155,8 @@ class Member:
     launch_error: Exception | None = None
     timed_out: bool = False  # the harness stopped it: no progress within timeout_s
     _models: int = 0
+    _reported: dict[int, int] = field(default_factory=dict)  # trial -> reporters done
+    _rank0: dict[int, Trial] = field(default_factory=dict)  # its numbers, until all are
     _c0: dict | None = None  # emulated-host byte counters at start
     _cancel: threading.Event = field(default_factory=threading.Event)
     _ready: threading.Event = field(default_factory=threading.Event)
@@ -188,14 +190,25 @@ class Member:
             self._models += 1
             if self._models >= self.reporters:
                 self._ready.set()
-        elif ev["event"] == events.TRIAL and int(ev.get("rank", 0)) == 0:
+        elif ev["event"] == events.TRIAL:
+            rank, trial = int(ev.get("rank", 0)), int(ev["trial"])
             iters = len(ev.get("iter_times") or ()) or 1
             with self._changed:
-                self.measured_s += float(ev["wall"])
-                if not ev.get("paired"):
-                    self.trials.append(Trial(int(ev["trial"]), float(ev["wall"]) / iters,
-                                             float(ev.get("started") or time.time())))
-                self._changed.notify_all()
+                if rank == 0:
+                    self.measured_s += float(ev["wall"])
+                if ev.get("paired"):
+                    return
+                if rank == 0:
+                    self._rank0[trial] = Trial(trial, float(ev["wall"]) / iters,
+                                               float(ev.get("started") or time.time()))
+                self._reported[trial] = self._reported.get(trial, 0) + 1
+                # rank 0's numbers, but the trial is over only when every reporting rank
+                # has ended it: until then a slower rank's last step (its pulls still on
+                # the link, its servers still sending) runs, and the probe between rounds
+                # or the next grant would overlap it
+                if trial in self._rank0 and self._reported[trial] >= self.reporters:
+                    self.trials.append(self._rank0.pop(trial))
+                    self._changed.notify_all()
 
     def _run(self, timeout: float) -> None:
         try:

@@ -16,6 +16,8 @@ from frameworks.gate import Gate  # noqa: E402
 WORK = int(os.environ.get("SPIN_WORK", "200000"))
 STEPS = int(os.environ.get("SPIN_STEPS", "3"))
 NOISE = float(os.environ.get("SPIN_NOISE", "0"))
+RANK = int(os.environ.get("SPIN_RANK", "0"))
+TAIL = float(os.environ.get("SPIN_TAIL", "0"))  # a rank that ends each trial this late
 
 
 def spin(n: int) -> int:
@@ -27,13 +29,13 @@ def spin(n: int) -> int:
 
 def main() -> None:
     rng = random.Random(int(os.environ.get("SPIN_SEED", "0")))
-    events.model(0, {}, parameters=0)
+    events.model(RANK, {}, parameters=0)
     gate = Gate.from_env(int(os.environ.get("SPIN_TRIALS", "6")))
     trial = 0
     while gate.may_run(trial):
         if trial == 0:
             spin(WORK)
-            events.warmup(0, 1, True, [])
+            events.warmup(RANK, 1, True, [])
         started = time.time()
         times = []
         t0 = time.perf_counter()
@@ -41,10 +43,11 @@ def main() -> None:
             a = time.perf_counter()
             spin(int(WORK * (1 + NOISE * rng.uniform(-1, 1))))
             times.append(time.perf_counter() - a)
+        time.sleep(TAIL)  # e.g. its last pulls still crossing the link
         wall = time.perf_counter() - t0
-        events.trial(0, trial, times, wall, {}, started=started)
+        events.trial(RANK, trial, times, wall, {}, started=started)
         trial += 1
-    events.done(0)
+    events.done(RANK)
 
 
 if __name__ == "__main__":

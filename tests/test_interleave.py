@@ -152,6 +152,55 @@ def test_groups_hold_what_is_compared():
     assert got == [specs[:3], [specs[3]], [specs[4]], [specs[5]]]
 
 
+def test_a_round_ends_when_every_rank_has_ended_its_trial(tmp_path):
+    """A multi-rank run's trial counts as over when every reporting rank has reported it,
+    not rank 0 alone: a slower rank's last step (on a parameter-server run, its pulls
+    still crossing the link) would otherwise run under the next probe between rounds, which
+    then reads the machine as disturbed (MXNet AlexNet on 4 emulated hosts, 2026-12-02:
+    0.71 of the usual best) and under the next grant. Real processes: rank 1 ends each
+    trial 0.4 s after rank 0; every probe after the first must start after rank 1's report
+    of the trial before it arrived. The stored trial is rank 0's."""
+    import time
+
+    from frameworks import events
+
+    class Clocked(noise.Meter):
+        def __init__(self) -> None:
+            super().__init__(host_peak_gflops=1.0)
+            self.at: list[float] = []
+
+        def measure(self, seconds: float = 0.25) -> noise.Probe:
+            self.at.append(time.monotonic())
+            return super().measure(0.02)
+
+    arrived: dict[int, float] = {}
+
+    def on_line(tag: str, text: str) -> None:
+        ev = events.parse(text)
+        if ev and ev["event"] == events.TRIAL and ev.get("rank") == 1:
+            arrived[ev["trial"]] = time.monotonic()
+
+    spec = RunSpec("torch", "alexnet", batch_size=4, trials=3, target_width=0, budget_s=30,
+                   timeout_s=60, strategy="allreduce", devices_per_node=2, label="ranks")
+    path = tmp_path / "ranks"
+    worker = (sys.executable, str(ROOT / "tests" / "spin_worker.py"))
+    procs = [ProcessSpec("worker", rank, worker,
+                         {"SPIN_ROOT": str(ROOT), gate.ENV: str(path), "SPIN_WORK": "20000",
+                          "SPIN_RANK": str(rank), "SPIN_TAIL": "0.4" if rank else "0"})
+             for rank in (0, 1)]
+    m = interleave.Member(spec, "ranks", procs, "local", {}, 2, on_line=on_line,
+                          gate_path=path)
+    meter = Clocked()
+    interleave.Group([m], meter).run()
+    assert m.job is not None and m.job.ok and len(m.trials) == 3, m.job
+    assert sorted(arrived) == [0, 1, 2]
+    # the probe before round r (r >= 1) comes after rank 1 ended trial r - 1
+    for r in (1, 2):
+        assert meter.at[r] >= arrived[r - 1], (r, meter.at, arrived)
+    assert all(t.seconds < 0.3 for t in m.trials)  # rank 0's numbers, not rank 1's tail
+
+
+
 def test_a_waiting_worker_backs_off_and_still_sees_its_grant(tmp_path, monkeypatch):
     """A worker waits between rounds while the harness probes the machine: polling every
     4 ms, 8 of them cut the probe to 0.80-0.83 of its rate (bench/gate_probe.py). The wait
