@@ -115,6 +115,13 @@ def test_ddp_and_mxnet_ps_across_two_hosts_cross_the_shaped_link(all_envs, clean
         assert r["replicas_identical"] == 1
         moved = json.loads(r["manifest_json"])["host"]["emulated"]["bytes"]
         assert moved["dnb-h0"]["tx_bytes"] > 20e6 and moved["dnb-h1"]["tx_bytes"] > 20e6
+    # the model's bytes per host (its clients' pushes out, its server's replies out: 22.4
+    # MB each way, whatever the 2 servers' imbalance) against the kernel's counters
+    from harness.perfmodel import traffic
+
+    counted = traffic.check(ps)
+    assert counted is not None and counted.ok, counted
+    assert counted.modelled == (pytest.approx(22.4e6, rel=0.01),) * 2
     # GoogLeNet's 22.4 MB of gradients, 2-rank ring: each rank sends and receives them once
     # per allreduce; at 1 Gbit/s that cannot take less than 0.18 s
     floor = 22.4e6 * 8 / 1e9

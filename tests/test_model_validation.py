@@ -315,3 +315,19 @@ def test_holdout_fits_the_servers_cpu_from_small_runs_and_carries_it_to_8_hosts(
     assert "parameter servers' CPU" in holdout.table(result)
     (link,) = result.links.values()
     assert link_how in link and f"{bytes_per_s / 1e9:.3f} GB/s" in link, link
+
+
+def test_traffic_check_allows_start_up_and_nothing_else():
+    """The counters over a run's steps may exceed the model's bytes per step by start-up's
+    one step at most (plus 2%), and may not fall short of them (less 2%)."""
+    from harness.perfmodel.traffic import Traffic, table
+
+    def t(counted: float) -> Traffic:
+        return Traffic("mxnet googlenet ps2 x2 on 2 hosts", "r", 7, (100.0, 50.0),
+                       (counted, 50.0))
+
+    assert t(100.0).ok and t(100.0 * 8 / 7).ok and t(98.5).ok
+    assert not t(100.0 * 8 / 7 * 1.03).ok and not t(97.0).ok
+    assert not t(150.0).ok and not t(66.7).ok  # a model counting 1.5x, or 2/3, is caught
+    text = table([t(100.0), t(150.0)])
+    assert "+50.0% over 7 steps: MISMATCH" in text and "+0.0% over 7 steps: ok" in text

@@ -96,8 +96,10 @@ def test_prediction_terms_add_up_and_overlap_helps():
 def test_servers_on_the_workers_hosts_skip_the_link_for_their_own_host():
     """dnnbench starts server i on host i: a server's own host's worker reaches it without
     the link, and with a server on every host a worker keeps its own share local. One PS on
-    2 hosts: one remote client (B per phase), not two (2B); 2 PS on 2 hosts: the busiest
-    server's bytes from one remote worker, against 2x that on hosts of their own."""
+    2 hosts: the remote worker's push and pull (2B), against 2 x 2B on hosts of their own.
+    2 PS on 2 hosts, whatever their imbalance: each host sends B (its worker's push to the
+    other server and its server's reply to the other worker), where summing the busiest
+    push phase and the busiest pull phase would count 2 x the busiest server's bytes."""
     from dataclasses import replace
 
     c, lk = Compute(0.05, 0.1), network.Link("toy", 0.0, 1e-9)
@@ -106,16 +108,37 @@ def test_servers_on_the_workers_hosts_skip_the_link_for_their_own_host():
                     overlap=False, image_size=32, num_classes=10, ps_placement="mxnet")
     own = predict(base, c).t_comm
     here = predict(replace(base, ps_colocated=True), c).t_comm
-    assert own == pytest.approx(2 * 2 * b * 1e-9) and here == pytest.approx(2 * b * 1e-9)
+    assert own == pytest.approx(2 * 2 * b * 1e-9) and here == pytest.approx(b * 1e-9)
     two = replace(base, ps=2)
     busiest = placement.place([(t.key, t.nbytes) for t in cost("resnet50", 32, 10).tensors],
                               2, "mxnet", "resnet50").max_bytes
-    assert predict(replace(two, ps_colocated=True), c).t_comm == pytest.approx(
-        2 * max(busiest, b - (b - busiest)) * 1e-9)
+    assert busiest > b / 2  # imbalanced: the per-phase sum would read more than b
+    p = predict(replace(two, ps_colocated=True), c)
+    assert p.t_comm == pytest.approx(b * 1e-9)
+    assert p.detail["bytes_per_host"] == [pytest.approx(b)] * 2
     assert predict(two, c).t_comm == pytest.approx(2 * max(2 * busiest, b) * 1e-9)
     # one host: nothing crosses a link either way
     assert predict(replace(base, nodes=1, devices_per_node=2, ps_colocated=True), c
                    ).t_comm == predict(replace(base, nodes=1, devices_per_node=2), c).t_comm
+
+
+def test_each_hosts_bytes_are_its_clients_pushes_out_and_its_servers_replies_out():
+    """predict.host_bytes by hand: 4 hosts x 2 workers, servers holding 10/20/30/40 of 100
+    bytes: host h sends 2 x (100 - B_h) (its workers' pushes to the other hosts' servers)
+    + 6 x B_h (its server's replies to the 6 workers elsewhere). A host without a server
+    sends its workers' whole gradients; with local aggregation a host is one client."""
+    from dataclasses import replace
+
+    from harness.perfmodel.predict import host_bytes
+
+    s = Scenario("resnet50", 8, nodes=4, devices_per_node=2, strategy="ps", ps=4,
+                 ps_colocated=True)
+    assert host_bytes(s, [10, 20, 30, 40], 100) == [240, 280, 320, 360]
+    assert host_bytes(replace(s, ps=2), [40, 60], 100) == [360, 440, 200, 200]
+    # 5 servers on 4 hosts: server 4 joins host 0
+    assert host_bytes(replace(s, ps=5), [10, 10, 20, 20, 40], 100)[0] == 2 * 50 + 6 * 50
+    local = replace(s, ps_local_aggregation=True)  # 4 clients, one per host
+    assert host_bytes(local, [10, 20, 30, 40], 100) == [90 + 30, 80 + 60, 70 + 90, 60 + 120]
 
 
 def test_a_servers_cpu_time_lengthens_its_hosts_step_under_a_quota():

@@ -50,7 +50,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 
-from harness.perfmodel import network, placement
+from harness.perfmodel import network, placement, traffic
 from harness.perfmodel.measured import compute_from_baseline
 from harness.perfmodel.predict import Compute, Scenario, ServerCost, predict, ps_clients
 from harness.perfmodel.validate import LIBRARY, STRATEGY_MAP, scenario
@@ -107,6 +107,8 @@ class Result:
     links: dict[str, str] = field(default_factory=dict)  # link family -> fitted values
     servers: dict[str, str] = field(default_factory=dict)  # family -> fitted server cost
     pooled: bool = False  # every curve used its family's pooled link fit
+    #: the model's bytes per host against the emulated hosts' counters, every PS run
+    traffic: list[traffic.Traffic] = field(default_factory=list)
 
     def by_strategy(self) -> dict[str, dict[str, float | bool]]:
         out: dict[str, dict[str, float | bool]] = {}
@@ -440,6 +442,7 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
         if r["strategy"] in STRATEGY_MAP:
             curves.setdefault(_key(r), []).append(r)
     result = Result(pooled=pooled)
+    result.traffic = [t for t in map(traffic.check, runs) if t is not None]
     scales = sorted({r["workers"] for r in runs})
     big = [c for c in curves.values() if any(r["workers"] > FIT_MAX_WORKERS for r in c)]
     if not big or not any(r["workers"] <= FIT_MAX_WORKERS for r in runs):
@@ -601,4 +604,6 @@ def table(result: Result) -> str:
         lines.append(f"  {r.label}: {r.fitted_from}")
     for s in result.skipped:
         lines.append(f"  not validated: {s}")
+    if result.traffic:
+        lines += ["", traffic.table(result.traffic)]
     return "\n".join(lines)

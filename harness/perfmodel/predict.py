@@ -156,11 +156,35 @@ def servers_share_quota(s: Scenario) -> bool:
             and s.cpus_per_host > 0)
 
 
+def host_bytes(s: Scenario, bytes_per_server: list[int], gradient_bytes: int
+               ) -> list[float]:
+    """Bytes each host sends per step where the servers run on the workers' hosts (server
+    i on host i mod nodes): its clients' pushes to servers on other hosts, and its servers'
+    replies to the pulls of clients on other hosts. A host receives as many (the same
+    traffic the other way), so this is also its ingress.
+
+    Per host and direction, not per phase: ps-lite and TensorFlow push and pull per
+    tensor, so one tensor's pulls overlap another's pushes, and what bounds the step is
+    the busiest host's bytes on its own link. Checked against the kernel's counters of
+    the emulated hosts (`dnnbench predict --validate`): on shi2017-emulated MXNet
+    (2026-12-02) the busiest host's measured bytes were within 1% of this count in every
+    multi-host run; summing the busiest push phase and the busiest pull phase
+    overcounted GoogLeNet's 2-host runs by 1.5x (its 2 servers hold 25% and 75%)."""
+    held = [0.0] * s.nodes
+    for i, b in enumerate(bytes_per_server):
+        held[i % s.nodes] += b
+    local = s.ps_local_aggregation and s.devices_per_node > 1
+    per_host = 1 if local else s.devices_per_node  # clients on each host
+    n = ps_clients(s)
+    return [per_host * (gradient_bytes - h) + (n - per_host) * h for h in held]
+
+
 def _ps_cost(s: Scenario, net: NetworkCost, inter: network.Link,
              intra: network.Link) -> tuple[float, dict[str, Any], list[str]]:
-    """Push then pull through the busiest server: its bytes from every client that
-    reaches it over the link, or one worker's bytes to the servers it reaches over the
-    link, whichever is larger."""
+    """Push then pull: with servers on hosts of their own, each phase is bound by the
+    busiest server's bytes from every client or by one worker's bytes, whichever is
+    larger; with servers on the workers' hosts, by the busiest host's bytes on its link
+    (host_bytes)."""
     tensors = [(t.key, t.nbytes) for t in net.tensors]
     plc = placement.place(tensors, s.ps, s.ps_placement, s.model)
     lk = inter if (s.nodes > 1 or s.ps > 0) else intra
@@ -169,23 +193,22 @@ def _ps_cost(s: Scenario, net: NetworkCost, inter: network.Link,
     busiest = plc.max_bytes
     k_max = max(plc.tensors_per_server)
     colocated = s.ps_colocated and s.nodes > 1
+    extra: dict[str, Any] = {}
     if colocated:
-        # a server's clients on its own host reach it without the link; a worker's bytes
-        # for its own host's server stay there (every host holds one when ps >= nodes)
-        remote = n - (1 if local else s.devices_per_node)
-        own = min(plc.bytes_per_server) if s.ps >= s.nodes else 0
-        per_phase = (max(remote * busiest, net.gradient_bytes - own) * lk.beta
-                     + k_max * lk.alpha)
+        per_host = host_bytes(s, plc.bytes_per_server, net.gradient_bytes)
+        t_wire = max(per_host) * lk.beta + 2 * k_max * lk.alpha
+        extra["bytes_per_host"] = per_host
     else:
-        per_phase = max(n * busiest, net.gradient_bytes) * lk.beta + k_max * lk.alpha
+        t_wire = 2 * (max(n * busiest, net.gradient_bytes) * lk.beta + k_max * lk.alpha)
     # summing inside the node before the push and handing the pulled weights back to
     # every device: an allreduce's traffic over the node's own link
     aggregation = network.ring_allreduce(s.devices_per_node, net.gradient_bytes, intra) \
         if local else 0.0
     notes = [(f"parameter servers run on the workers' hosts (server i on host i), over the "
-              f"{lk.name} link; each phase (push, then pull) is bound by the busiest server's "
-              "bytes x the clients on other hosts or by one worker's bytes to other hosts, "
-              "whichever is larger") if colocated else
+              f"{lk.name} link; the step's pushes and pulls are bound by the busiest host's "
+              "bytes on its link (its clients' pushes to other hosts' servers and its "
+              f"servers' replies to other hosts' clients: {max(extra['bytes_per_host']) / 1e6:.1f} "
+              "MB each way)") if colocated else
              (f"parameter servers run on their own hosts over the {lk.name} link; each phase "
               "(push, then pull) is bound by the busiest server's bytes x workers or by one "
               "worker's total bytes, whichever is larger"),
@@ -197,9 +220,9 @@ def _ps_cost(s: Scenario, net: NetworkCost, inter: network.Link,
         notes.append(f"the {s.devices_per_node} devices of a node sum their gradients over "
                      f"{intra.name} first ({aggregation * 1e3:.1f} ms) and push once per node: "
                      f"{n} clients per server")
-    return 2 * per_phase + aggregation, {
+    return t_wire + aggregation, {
         "placement_imbalance": plc.imbalance, "busiest_server_bytes": busiest,
-        "empty_servers": plc.empty_servers, "ps_clients": n}, notes
+        "empty_servers": plc.empty_servers, "ps_clients": n, **extra}, notes
 
 
 def server_time(s: Scenario, net: NetworkCost) -> tuple[float, list[str]]:

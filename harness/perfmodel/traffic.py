@@ -1,0 +1,96 @@
+"""The model's bytes per host against the emulated hosts' own counters.
+
+A parameter-server run on emulated hosts stores how many bytes each host's interface sent
+and received over the whole run (the kernel's counters, runners/emulated.py). The model
+says how many each host sends per step (predict.host_bytes: its clients' pushes to other
+hosts' servers, its servers' replies to other hosts' clients), from the framework's
+placement rule and nothing measured. Both sides are exact counts, so this checks the
+model's traffic where no input was fitted, at every scale: the wire's time in the model
+is these bytes over the link's rate.
+
+The run's steps are its warm-up, its timed iterations and, when it took turns with other
+configurations, the one untimed step it takes before each later trial (frameworks/
+worker.py). Starting up adds at most one step's bytes: rank 0's first push of the
+initial weights and every worker's first pull (on shi2017-emulated and cori2017-emulated,
+2026-12-02, the counters read 2.4-4.4% above 31 steps' worth on every host of all 25
+multi-host runs).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from harness.perfmodel import network, placement
+from harness.perfmodel.predict import host_bytes
+from harness.perfmodel.validate import scenario
+from models.cost import cost
+
+#: beyond steps x the model's bytes (below) or (steps + 1) x them (above, start-up
+#: included): the TCP/IP headers and retransmissions
+TOLERANCE = 0.02
+
+
+@dataclass(frozen=True)
+class Traffic:
+    label: str
+    run_id: str
+    steps: int
+    #: bytes each host sends per step, busiest first: the model's, and the counters' over
+    #: the run's steps (ps-lite numbers servers as they register, not by host, so hosts
+    #: are matched by rank)
+    modelled: tuple[float, ...]
+    measured: tuple[float, ...]
+
+    @property
+    def ratios(self) -> tuple[float, ...]:
+        return tuple(m / p for m, p in zip(self.measured, self.modelled))
+
+    @property
+    def ok(self) -> bool:
+        top = (self.steps + 1) / self.steps * (1 + TOLERANCE)
+        return all(1 - TOLERANCE <= x <= top for x in self.ratios)
+
+
+def steps_run(r: dict) -> int:
+    """Training steps a throughput run took, warm-up and the re-warming steps included."""
+    rewarm = (r["n_trials"] or 1) - 1 if r.get("trial_order") == "interleaved" else 0
+    return (r["warmup_steps"] or 0) + (r["n_iters"] or 0) + rewarm
+
+
+def check(r: dict) -> Traffic | None:
+    """The model's bytes per host against the counters of a stored run; None where there
+    is nothing to compare (not a PS run across emulated hosts in throughput mode, or no
+    counters)."""
+    spec = json.loads(r["spec_json"])
+    moved = (json.loads(r.get("manifest_json") or "{}").get("host", {})
+             .get("emulated", {}).get("bytes"))
+    if (r["strategy"] != "ps-sync" or r["mode"] != "throughput" or not moved
+            or spec.get("nodes", 1) < 2 or len(moved) != spec["nodes"]):
+        return None
+    free = network.Link("counted", 0.0, 0.0)
+    sc = scenario(r, free, free)
+    net = cost(sc.model, sc.image_size, sc.num_classes)
+    plc = placement.place([(t.key, t.nbytes) for t in net.tensors], sc.ps, sc.ps_placement,
+                          sc.model)
+    steps = steps_run(r)
+    if not steps:
+        return None
+    modelled = sorted(host_bytes(sc, plc.bytes_per_server, net.gradient_bytes), reverse=True)
+    measured = sorted((v["tx_bytes"] / steps for v in moved.values()), reverse=True)
+    label = (f"{r['framework']} {r['model']} ps{sc.ps} x{r['workers']} on {sc.nodes} hosts")
+    return Traffic(label, r["run_id"], steps, tuple(modelled), tuple(measured))
+
+
+def table(rows: list[Traffic]) -> str:
+    """One line per run: the busiest host's bytes per step, modelled and counted, and the
+    worst host's ratio."""
+    lines = ["traffic per host (the model's bytes per step vs the emulated hosts' counters "
+             "over the run's steps; start-up adds up to one step, and "
+             f"{TOLERANCE:.0%} more either way is a mismatch):"]
+    for t in rows:
+        worst = max(t.ratios, key=lambda x: abs(x - 1))
+        lines.append(f"  {t.label:<44} busiest host {t.modelled[0] / 1e6:>8.1f} MB modelled, "
+                     f"{t.measured[0] / 1e6:>8.1f} MB counted; worst host {worst - 1:+.1%} "
+                     f"over {t.steps} steps: {'ok' if t.ok else 'MISMATCH'}")
+    return "\n".join(lines)
