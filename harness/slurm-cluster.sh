@@ -11,7 +11,8 @@
 # ~/.cache/dnnbench/slurm); SLURM_CONF points there. The script runs as root, so it trusts
 # nothing it did not make: the folder must be a real folder owned by this user and not
 # writable by others; `up` replaces it with a fresh one (a new munge key each time); a pid
-# read from it is signalled only if that process is the daemon it names.
+# read from it is signalled only if that process is the daemon it names. An `up` that
+# fails stops the daemons it started.
 set -euo pipefail
 if [ "$(id -u)" -eq 0 ]; then default_dir=/run/dnnbench/slurm; else default_dir=$HOME/.cache/dnnbench/slurm; fi
 dir=${DNNBENCH_SLURM_DIR:-$default_dir}
@@ -93,6 +94,11 @@ case "$action" in
       apt-get update -qq >&2
       apt-get install -y -qq --no-install-recommends slurm-wlm munge >&2
     fi
+    case "$nodes" in ''|*[!0-9]*|0) die "NODES=$nodes: a whole number >= 1" ;; esac
+    # CPUs each node declares: this machine's, or fewer (DNNBENCH_SLURM_CPUS) to stand for
+    # compute nodes of another size than the host the harness runs on
+    cpus=${DNNBENCH_SLURM_CPUS:-$(nproc)}
+    case "$cpus" in ''|*[!0-9]*|0) die "DNNBENCH_SLURM_CPUS=$cpus: a whole number >= 1" ;; esac
     down
     # the daemons' ports are fixed: one taken means another cluster runs (perhaps one
     # started with another DNNBENCH_SLURM_DIR), and slurmctld would die without a word
@@ -103,6 +109,8 @@ DNNBENCH_SLURM_DIR and '$0 down'), or another program holds the port"
       fi
     done
     fresh_dir
+    # from here on a failure stops every daemon this `up` started (die exits through it)
+    trap 'down >/dev/null 2>&1' EXIT
     mkdir -p "$dir"/run "$dir"/log "$dir"/state "$dir"/munge "$dir"/spool
     # munge: a fresh key and socket of our own (no system munged needed)
     dd if=/dev/urandom bs=1 count=1024 of="$dir/munge/munge.key" status=none
@@ -110,10 +118,6 @@ DNNBENCH_SLURM_DIR and '$0 down'), or another program holds the port"
     munged --force --key-file="$dir/munge/munge.key" --socket="$dir/munge/munge.sock" \
       --pid-file="$dir/run/munged.pid" --log-file="$dir/log/munged.log" \
       --seed-file="$dir/munge/seed"
-    # CPUs each node declares: this machine's, or fewer (DNNBENCH_SLURM_CPUS) to stand for
-    # compute nodes of another size than the host the harness runs on
-    cpus=${DNNBENCH_SLURM_CPUS:-$(nproc)}
-    case "$cpus" in ''|*[!0-9]*|0) die "DNNBENCH_SLURM_CPUS=$cpus: a whole number >= 1" ;; esac
     mem=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 / nodes / 2 ))
     cat > "$conf" <<EOF
 ClusterName=dnnbench
@@ -165,6 +169,7 @@ $(tail -n 5 "$dir/log/slurmd-node$i.log" 2>/dev/null)"
     done
     [ "$idle" -ge "$nodes" ] || die "only $idle of $nodes nodes became idle within 30 s: \
 $(sinfo -h -N -o '%N %T %E' 2>&1); slurmctld's log ends: $(tail -n 5 "$dir/log/slurmctld.log")"
+    trap - EXIT
     sinfo
     echo "export SLURM_CONF=$conf"
     ;;
