@@ -466,6 +466,31 @@ def holdout(result: Any) -> Table:
     return t
 
 
+def traffic(runs: list[dict]) -> Table:
+    """The model's bytes per host against the emulated hosts' counters
+    (harness/perfmodel/traffic.py): the model's traffic checked where nothing was fitted."""
+    from harness.perfmodel import traffic as tr
+
+    t = Table("traffic", "Bytes per host: the model against the kernel's counters", [
+        Column("label", "run", digits=0), Column("steps", "steps"),
+        Column("modelled_mb", "busiest host, modelled", "MB", 4),
+        Column("counted_mb", "busiest host, counted", "MB", 4),
+        Column("low_pct", "hosts from", "%", 2), Column("high_pct", "to", "%", 2),
+        Column("verdict", "verdict", digits=0)],
+        note="Bytes each emulated host sent per step: the model's from the strategy's "
+             "structure and the framework's placement rule alone, and the interface's "
+             "counters over the run's steps. Start-up (the first weights) adds up to one "
+             f"step, on the median host for allreduce; {tr.TOLERANCE:.0%} more either way "
+             "is a mismatch.")
+    for c in filter(None, map(tr.check, runs)):
+        t.rows.append({"label": c.label, "steps": c.steps,
+                       "modelled_mb": c.modelled[0] / 1e6, "counted_mb": c.measured[0] / 1e6,
+                       "low_pct": (min(c.ratios) - 1) * 100,
+                       "high_pct": (max(c.ratios) - 1) * 100,
+                       "verdict": "ok" if c.ok else "MISMATCH"})
+    return t
+
+
 def failures(bad: list[dict]) -> Table:
     t = Table("failures", "Failed and skipped runs", [
         Column("status", "status", digits=0), Column("run", "run", digits=0),

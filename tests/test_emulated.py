@@ -202,6 +202,11 @@ def test_horovod_and_tensorflow_strategies_across_hosts(all_envs, clean, tmp_pat
     assert r["replicas_identical"] == (None if strategy[0] == "ps-async" else 1)
     moved = json.loads(r["manifest_json"])["host"]["emulated"]["bytes"]
     assert min(moved[h]["tx_bytes"] for h in moved) > 5e6
+    if strategy[0] != "ps-async":  # the ring's bytes per host, against the counters
+        from harness.perfmodel import traffic
+
+        counted = traffic.check(r)
+        assert counted is not None and counted.ok, counted
     if strategy[0] == "horovod":
         assert json.loads(r["spec_json"])["launcher"] == "auto"  # resolved to mpirun
 

@@ -131,6 +131,12 @@ def test_holdout_on_a_tiny_real_scaling_run(torch_env, tmp_path):
     assert 0.5 < predicted / measured < 2.0  # a prediction, not noise
     assert "fitted only on runs with <= 2 workers" in proc.stdout
     assert "beta from runs" in proc.stdout and "compute: 1-worker run" in proc.stdout
+    # the ring's bytes per host (2(n-1)/n of the gradient on each host's one outgoing edge)
+    # against the emulated hosts' counters, in the CLI and the report alike
+    moved = [ln for ln in proc.stdout.splitlines() if "googlenet allreduce x" in ln
+             and " steps: " in ln]
+    assert len(moved) == 2 and all(ln.endswith(": ok") for ln in moved), moved
+    assert 'id="table-traffic"' in html
     assert ("allreduce: median |error|" in proc.stdout
             and ("PASS" in proc.stdout) == (proc.returncode == 0))
     # one analysis layer: the in-sample check and the report's scaling table measure each
@@ -330,4 +336,5 @@ def test_traffic_check_allows_start_up_and_nothing_else():
     assert not t(100.0 * 8 / 7 * 1.03).ok and not t(97.0).ok
     assert not t(150.0).ok and not t(66.7).ok  # a model counting 1.5x, or 2/3, is caught
     text = table([t(100.0), t(150.0)])
-    assert "+50.0% over 7 steps: MISMATCH" in text and "+0.0% over 7 steps: ok" in text
+    assert "hosts +0.0% to +50.0% over 7 steps: MISMATCH" in text
+    assert "hosts +0.0% to +0.0% over 7 steps: ok" in text

@@ -1,19 +1,28 @@
 """The model's bytes per host against the emulated hosts' own counters.
 
-A parameter-server run on emulated hosts stores how many bytes each host's interface sent
-and received over the whole run (the kernel's counters, runners/emulated.py). The model
-says how many each host sends per step (predict.host_bytes: its clients' pushes to other
-hosts' servers, its servers' replies to other hosts' clients), from the framework's
-placement rule and nothing measured. Both sides are exact counts, so this checks the
-model's traffic where no input was fitted, at every scale: the wire's time in the model
-is these bytes over the link's rate.
+A run on emulated hosts stores how many bytes each host's interface sent and received
+over the whole run (the kernel's counters, runners/emulated.py). The model says how many
+each host sends per step, from the strategy's structure and nothing measured:
+
+* parameter servers on the workers' hosts (predict.host_bytes): its clients' pushes to
+  other hosts' servers and its servers' replies to other hosts' clients, from the
+  framework's placement rule;
+* a ring allreduce (network.allreduce, the bytes on the link it costs): 2(n-1)/n of the
+  gradient on each host's one edge that leaves it (ranks in host order).
+
+Both sides are exact counts, so this checks the model's traffic where no input was
+fitted, at every scale: the wire's time in the model is these bytes over the link's rate.
 
 The run's steps are its warm-up, its timed iterations and, when it took turns with other
 configurations, the one untimed step it takes before each later trial (frameworks/
-worker.py). Starting up adds at most one step's bytes: rank 0's first push of the
-initial weights and every worker's first pull (on shi2017-emulated and cori2017-emulated,
-2026-12-02, the counters read 2.4-4.4% above 31 steps' worth on every host of all 25
-multi-host runs).
+worker.py). Starting up adds traffic the model does not count. Parameter servers: at most
+one step's bytes on any host (rank 0's first push of the initial weights and every
+worker's first pull); on shi2017-emulated and cori2017-emulated (2026-12-02) the counters
+read 2.4-4.4% above 31 steps' worth on every host of all 25 multi-host MXNet runs.
+Allreduce: the broadcast of rank 0's initial weights lands on the hosts near rank 0 (up to
+6 gradients' worth on TensorFlow's 8-worker runs), so the upper bound is judged on the
+median host; on the shi DBs' PyTorch DDP and TensorFlow runs (2-8 workers) the hosts away
+from rank 0 read within 0.3% of 2(n-1)/n per step.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ from dataclasses import dataclass
 
 from harness.perfmodel import network, placement
 from harness.perfmodel.predict import host_bytes
-from harness.perfmodel.validate import scenario
+from harness.perfmodel.validate import STRATEGY_MAP, scenario
 from models.cost import cost
 
 #: beyond steps x the model's bytes (below) or (steps + 1) x them (above, start-up
@@ -46,10 +55,16 @@ class Traffic:
     def ratios(self) -> tuple[float, ...]:
         return tuple(m / p for m, p in zip(self.measured, self.modelled))
 
+    #: start-up's traffic may sit on a few hosts (allreduce's initial broadcast): the
+    #: upper bound is then judged on the median host
+    median_host: bool = False
+
     @property
     def ok(self) -> bool:
         top = (self.steps + 1) / self.steps * (1 + TOLERANCE)
-        return all(1 - TOLERANCE <= x <= top for x in self.ratios)
+        ratios = sorted(self.ratios)
+        judged = [ratios[(len(ratios) - 1) // 2]] if self.median_host else ratios
+        return ratios[0] >= 1 - TOLERANCE and all(x <= top for x in judged)
 
 
 def steps_run(r: dict) -> int:
@@ -60,37 +75,43 @@ def steps_run(r: dict) -> int:
 
 def check(r: dict) -> Traffic | None:
     """The model's bytes per host against the counters of a stored run; None where there
-    is nothing to compare (not a PS run across emulated hosts in throughput mode, or no
-    counters)."""
+    is nothing to compare (not a throughput run of a modelled strategy across emulated
+    hosts, or no counters)."""
     spec = json.loads(r["spec_json"])
     moved = (json.loads(r.get("manifest_json") or "{}").get("host", {})
              .get("emulated", {}).get("bytes"))
-    if (r["strategy"] != "ps-sync" or r["mode"] != "throughput" or not moved
+    if (r["strategy"] not in STRATEGY_MAP or r["mode"] != "throughput" or not moved
             or spec.get("nodes", 1) < 2 or len(moved) != spec["nodes"]):
         return None
-    free = network.Link("counted", 0.0, 0.0)
-    sc = scenario(r, free, free)
-    net = cost(sc.model, sc.image_size, sc.num_classes)
-    plc = placement.place([(t.key, t.nbytes) for t in net.tensors], sc.ps, sc.ps_placement,
-                          sc.model)
     steps = steps_run(r)
     if not steps:
         return None
-    modelled = sorted(host_bytes(sc, plc.bytes_per_server, net.gradient_bytes), reverse=True)
+    free, unit = network.Link("counted", 0.0, 0.0), network.Link("bytes", 0.0, 1.0)
+    sc = scenario(r, free, free)
+    net = cost(sc.model, sc.image_size, sc.num_classes)
+    if sc.strategy == "ps":
+        plc = placement.place([(t.key, t.nbytes) for t in net.tensors], sc.ps,
+                              sc.ps_placement, sc.model)
+        modelled = host_bytes(sc, plc.bytes_per_server, net.gradient_bytes)
+    else:
+        modelled = [network.allreduce(sc.algorithm, sc.nodes, sc.devices_per_node,
+                                      net.gradient_bytes, free, unit)] * sc.nodes
     measured = sorted((v["tx_bytes"] / steps for v in moved.values()), reverse=True)
-    label = (f"{r['framework']} {r['model']} ps{sc.ps} x{r['workers']} on {sc.nodes} hosts")
-    return Traffic(label, r["run_id"], steps, tuple(modelled), tuple(measured))
+    ps = f" ps{sc.ps}" if sc.strategy == "ps" else ""
+    label = f"{r['framework']} {r['model']} {r['strategy']}{ps} x{r['workers']} on {sc.nodes} hosts"
+    return Traffic(label, r["run_id"], steps, tuple(sorted(modelled, reverse=True)),
+                   tuple(measured), median_host=sc.strategy != "ps")
 
 
 def table(rows: list[Traffic]) -> str:
     """One line per run: the busiest host's bytes per step, modelled and counted, and the
     worst host's ratio."""
     lines = ["traffic per host (the model's bytes per step vs the emulated hosts' counters "
-             "over the run's steps; start-up adds up to one step, and "
-             f"{TOLERANCE:.0%} more either way is a mismatch):"]
+             "over the run's steps; start-up adds up to one step, on the median host for "
+             f"allreduce, and {TOLERANCE:.0%} more either way is a mismatch):"]
     for t in rows:
-        worst = max(t.ratios, key=lambda x: abs(x - 1))
-        lines.append(f"  {t.label:<44} busiest host {t.modelled[0] / 1e6:>8.1f} MB modelled, "
-                     f"{t.measured[0] / 1e6:>8.1f} MB counted; worst host {worst - 1:+.1%} "
+        lo, hi = min(t.ratios) - 1, max(t.ratios) - 1
+        lines.append(f"  {t.label:<50} busiest host {t.modelled[0] / 1e6:>8.1f} MB modelled, "
+                     f"{t.measured[0] / 1e6:>8.1f} MB counted; hosts {lo:+.1%} to {hi:+.1%} "
                      f"over {t.steps} steps: {'ok' if t.ok else 'MISMATCH'}")
     return "\n".join(lines)
