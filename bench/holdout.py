@@ -7,7 +7,10 @@ model is fitted on the runs with at most 2 workers and predicts every run with 4
 Reported per experiment: the sweep's wall time, the held-out table and each strategy's
 median and worst |error| against the targets (10% and 25%). The targets are stated and
 reported, not asserted: the machine is shared and noisy. Needs root (namespaces,
-cgroups); about 17 + 28 minutes on 2 cores.
+cgroups); about 17 + 28 + 10 minutes on 2 cores (the third, MXNet's Horovod, needs its
+environment built with Horovod: `dnnbench env setup mxnet`, which `make bench-scaling`
+does). Also reported: every run's bytes per host, the model's against the emulated hosts'
+counters (harness/perfmodel/traffic.py).
 
     python -m bench.holdout [--experiments A.toml,B.toml] [--results DIR] [--out FILE]
 """
@@ -28,7 +31,8 @@ from harness.experiment import load  # noqa: E402
 from harness.perfmodel import holdout  # noqa: E402
 from harness.store import Store  # noqa: E402
 
-EXPERIMENTS = "experiments/scaling-emulated.toml,experiments/cori2017-emulated.toml"
+EXPERIMENTS = ("experiments/scaling-emulated.toml,experiments/cori2017-emulated.toml,"
+               "experiments/scaling-emulated-horovod.toml")
 
 
 def measure(experiment: Path, db: Path) -> float:
@@ -52,7 +56,9 @@ def check(db: Path, name: str) -> dict:
             "servers": result.servers, "skipped": result.skipped,
             "rows": [{"configuration": r.label, "strategy": r.strategy, "workers": r.workers,
                       "measured_s": r.measured, "predicted_s": r.predicted,
-                      "error": r.error, "fitted_from": r.fitted_from} for r in result.rows]}
+                      "error": r.error, "fitted_from": r.fitted_from} for r in result.rows],
+            "traffic": [{"run": t.label, "steps": t.steps, "modelled": t.modelled,
+                         "counted": t.measured, "ok": t.ok} for t in result.traffic]}
 
 
 def main() -> int:
