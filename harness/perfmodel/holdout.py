@@ -107,7 +107,8 @@ class Result:
     links: dict[str, str] = field(default_factory=dict)  # link family -> fitted values
     servers: dict[str, str] = field(default_factory=dict)  # family -> fitted server cost
     pooled: bool = False  # every curve used its family's pooled link fit
-    #: the model's bytes per host against the emulated hosts' counters, every PS run
+    #: the model's bytes per host against the emulated hosts' counters, every run across
+    #: emulated hosts (parameter servers and allreduce)
     traffic: list[traffic.Traffic] = field(default_factory=list)
 
     def by_strategy(self) -> dict[str, dict[str, float | bool]]:

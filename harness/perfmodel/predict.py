@@ -166,10 +166,11 @@ def host_bytes(s: Scenario, bytes_per_server: list[int], gradient_bytes: int
     Per host and direction, not per phase: ps-lite and TensorFlow push and pull per
     tensor, so one tensor's pulls overlap another's pushes, and what bounds the step is
     the busiest host's bytes on its own link. Checked against the kernel's counters of
-    the emulated hosts (`dnnbench predict --validate`): on shi2017-emulated MXNet
-    (2026-12-02) the busiest host's measured bytes were within 1% of this count in every
-    multi-host run; summing the busiest push phase and the busiest pull phase
-    overcounted GoogLeNet's 2-host runs by 1.5x (its 2 servers hold 25% and 75%)."""
+    the emulated hosts (traffic.py, `dnnbench predict --validate --holdout`): on the 25
+    multi-host MXNet runs of shi2017- and cori2017-emulated (2026-12-02) every host read
+    0.8-4.4% above this count over 31 steps (start-up's first push and pull); summing
+    the busiest push phase and the busiest pull phase counted 1.5x the bytes of
+    GoogLeNet's 2-host runs (its 2 servers hold 25% and 75%)."""
     held = [0.0] * s.nodes
     for i, b in enumerate(bytes_per_server):
         held[i % s.nodes] += b
