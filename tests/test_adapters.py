@@ -60,7 +60,12 @@ def test_breakdown_mode_records_every_phase(all_envs, framework):
     assert {p[3] for p in rec.phases} == {"io", "h2d", "forward", "backward", "comm", "update"}
     parts = sum(row[k] for k in ("t_io_s", "t_h2d_s", "t_forward_s", "t_backward_s",
                                  "t_comm_s", "t_update_s"))
-    assert parts == pytest.approx(row["t_iter_s"], rel=0.5)
+    # the phases are medians over the steps, so they add up to the median step, not to
+    # t_iter (the trial's wall over its 3 steps), which one stalled step can double (JAX
+    # in CI, 2026-12-02: phases 0.197 s, t_iter 0.517 s; the same test passes alone)
+    steps = sorted(t for rank, _, _, t in rec.iterations if rank == 0)
+    assert len(steps) == 3
+    assert parts == pytest.approx(steps[1], rel=0.5)
     assert row["t_iter_paired_s"] > 0
 
 
