@@ -4,7 +4,8 @@ Two claims, two stated tolerances (measured on this 2-core shared VM):
 
 * Iteration model (t_iter = io + h2d + f + b + comm + u, each phase timed in the job)
   against throughput iterations that ran alternately in the same job: 20%. Observed:
-  single-device within 2%, 2 DDP workers within a few percent.
+  single-device within 3%, 2 DDP workers +0.6, +2.1, +3.2% (2026-12-02; +9% here and +29%
+  in one CI run while breakdown's allreduce flattened and copied the gradients each step).
 * The alpha-beta prediction (compute measured in the 2-worker job, communication from the
   link fitted by a separate commbench job): 35%. Observed over 7 runs: -6.7, -7.4, -8.8,
   -7.3, -9.5, -17.3, -25.3% (the last two with other load on the machine): a consistent
