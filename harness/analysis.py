@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from frameworks.contract import PS_STRATEGIES, SUPPORT
-from harness import repeat, verdicts
+from harness import noise, repeat, verdicts
 from harness.commbench import fit as comm_fit
-from harness.noise import DISTURBED
 from harness.perfmodel import validate
 from harness.perfmodel.placement import place
 from harness.scaling import points, synthetic
@@ -192,8 +191,9 @@ def shootout(ok: list[dict], drifts: dict[str, repeat.Drift | None] | None = Non
                            "peak": peak_text(r),
                            "compile_s": r.get("compile_s"),
                            "noise_pct": None if ratio is None else ratio * 100,
-                           "disturbed": ("machine disturbed: measure again"
-                                         if ratio is not None and ratio < DISTURBED else ""),
+                           "disturbed": {"disturbed": "machine disturbed: measure again",
+                                         "own load": "probe under the sweep's own load",
+                                         "": ""}[noise.state(r)],
                            "_row": r})
     return t
 

@@ -12,7 +12,9 @@ How, per group:
 1. Members start one at a time; each is built (imports, model, data) and then waits at
    its gate (frameworks/gate.py): no start-up ever overlaps another member's trial.
    Processes stay alive between trials (each framework keeps its graph, pools and
-   caches, as a training job would), and an idle one uses no CPU.
+   caches, as a training job would), and an idle one uses no CPU (measured around every
+   trial: `group_idle_cores`; Horovod's workers negotiate while idle, so its multi-worker
+   runs form groups of their own, BUSY_WHILE_IDLE).
 2. Rounds: a noise probe (harness/noise.py), then each active member in turn is granted
    one trial (its first also runs its warm-up), and the harness waits for it. The order
    inside a round rotates (round r starts with member r mod n), so no member always runs
@@ -34,7 +36,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from frameworks import events, gate
@@ -42,7 +44,7 @@ from frameworks.contract import FIELDS, RunSpec, estimated_worker_bytes, host_me
 from harness import jobs
 from harness.noise import Meter, Probe
 from harness.stats import median, median_ci
-from harness.telemetry import Sampler
+from harness.telemetry import Sampler, cores_between
 from runners.spec import JobResult, ProcessSpec
 
 #: Fields that may differ inside a group: what the report compares.
@@ -58,9 +60,19 @@ MAX_TRIALS = 1000
 ROUND_PROBE_S = 0.1
 
 
+#: Strategies whose workers keep working while they wait at their gate: Horovod's
+#: background thread negotiates with its peers every cycle. Measured (2026-12-02, PyTorch
+#: GoogLeNet on 4 emulated hosts of 0.25 CPU): an idle Horovod member took 0.42 of the
+#: hosts' 1.0 core from its neighbour's trials, which ran 1708 ms per step against 1144 ms
+#: alone (+49%). Such runs (more than one worker) are measured alone, never beside idle
+#: members; `group_idle_cores` shows what any other strategy's idle members take.
+BUSY_WHILE_IDLE = ("horovod",)
+
+
 def group_key(spec: RunSpec) -> str:
     """Configurations with the same key are compared with each other."""
-    if spec.order == "sequential" or spec.resolved_launcher == "slurm":
+    if (spec.order == "sequential" or spec.resolved_launcher == "slurm"
+            or (spec.strategy in BUSY_WHILE_IDLE and spec.workers > 1)):
         return "one:" + spec.config_hash()
     data = {k: v for k, v in asdict(spec).items()
             if FIELDS[k].identity and k not in COMPARED}
@@ -150,6 +162,8 @@ class Member:
     trials: list[Trial] = field(default_factory=list)
     measured_s: float = 0.0
     probes: list[Probe] = field(default_factory=list)
+    #: per trial: cores the group's other members, idle at their gates, used meanwhile
+    others_cores: list[float] = field(default_factory=list)
     stopped_by: str = ""
     job: JobResult | None = None
     launch_error: Exception | None = None
@@ -308,6 +322,15 @@ class Group:
                 m.join()
             raise
 
+    def _probe(self, idle: list[Member]) -> Probe:
+        """A round's noise probe, and what the group's own idle members used meanwhile:
+        an idle Horovod worker keeps negotiating with its peers, so a probe can read low
+        with nothing outside the sweep running."""
+        before, t0 = _ticks(idle), time.monotonic()
+        probe = self.meter.measure(ROUND_PROBE_S)
+        return replace(probe, own_cores=cores_between(before, _ticks(idle),
+                                                      time.monotonic() - t0))
+
     def _alone(self, m: Member) -> None:
         before = self.meter.measure()
         if m.sampler is not None:
@@ -341,13 +364,17 @@ class Group:
         active = list(ready)
         rnd = 0
         while active:
-            probe = self.meter.measure(ROUND_PROBE_S)
+            probe = self._probe(active)
             turn = rnd % len(active)
             for m in active[turn:] + active[:turn]:
                 m.probes.append(probe)
+                others = [x for x in active if x is not m]
+                before, t0 = _ticks(others), time.monotonic()
                 if not m.run_trial():
                     active.remove(m)
                     continue
+                m.others_cores.append(cores_between(before, _ticks(others),
+                                                    time.monotonic() - t0))
                 m.trials[-1].round = rnd
                 reason = stop_reason(m.spec, [t.seconds for t in m.trials], m.measured_s)
                 if reason:  # it finishes and exits before the next member's turn
@@ -362,3 +389,12 @@ class Group:
             m.probes.append(last)
         for m in members:
             m.join(m.spec.timeout_s)
+
+
+def _ticks(members: list[Member]) -> dict[int, int]:
+    """pid -> CPU ticks of every process of these members' trees (those with telemetry)."""
+    out: dict[int, int] = {}
+    for m in members:
+        if m.sampler is not None:
+            out.update(m.sampler.cpu_ticks())
+    return out

@@ -13,6 +13,12 @@ the machine, and the report says so. The usual best, not the best: on this proje
 to 271 GFLOP/s (90th) with a best of 283, so the best alone is a lucky tail that only
 grows with a sweep's length; groups of 8 of those idle probes read 0.84-0.96 of the best
 so far (one of 15 flagged), 0.87-0.98 of the 90th percentile (none).
+An interleaved group's members wait at their gates while the probe runs; the CPU time
+their process trees use meanwhile is `Probe.own_cores`. A low probe taken while they
+used more than OWN_LOAD_SHARE of the cores is their load (`state`: "own load"), not a
+disturbance: one busy core of two drops the GEMM to about 0.2 of its usual best (OpenBLAS
+splits the product evenly across its threads, so the slowest core sets the pace), so no
+correction by their share would be right.
 On GPU hosts and under Slurm the probe does not see the device the run used: there the
 worker measures its own device (frameworks/peak.py) and MFU is against that peak.
 The noise probe is NumPy's BLAS as the harness process runs it, which is right for
@@ -37,6 +43,10 @@ from harness.stats import median, quantile
 
 #: A run whose probe fell below this fraction of the sweep's usual best was disturbed.
 DISTURBED = 0.85
+#: A probe measures the machine only while the sweep's own idle workers leave it alone:
+#: when they used more than this share of its cores during the run's probes (median),
+#: a low probe is the run's own load, not a disturbance, and the run says so instead.
+OWN_LOAD_SHARE = 0.1
 #: The sweep's usual best: this quantile of its probes' GEMM rates so far.
 REFERENCE_QUANTILE = 0.9
 GEMM_N = 1024  # 2 GFLOP per product: ~10 ms at ~200 GFLOP/s, enough products per probe
@@ -47,6 +57,9 @@ COPY_BYTES = 64 * 2**20  # well beyond the last-level cache
 class Probe:
     gemm_gflops: float  # fp32 dense matmul, all cores
     copy_gbs: float  # memory copy, bytes read + written per second / 1e9
+    #: cores the sweep's own idle workers (an interleaved group's members waiting at their
+    #: gates) used while the probe ran; None where nothing of the sweep was alive
+    own_cores: float | None = None
 
 
 def probe(seconds: float = 0.25) -> Probe:
@@ -82,6 +95,21 @@ def host_peak(seconds: float = 1.0) -> float:
         return float(out.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
         return 0.0
+
+
+def state(row: dict) -> str:
+    """How a stored run's probes read the machine: "" (as usual), "disturbed" (something
+    else took it: measure again) or "own load" (the probes read low while the sweep's own
+    idle workers, such as Horovod's background negotiation across emulated hosts, used
+    the machine: the probe cannot tell a disturbance from them, and measuring again
+    would read the same)."""
+    ratio = row.get("noise_ratio")
+    if ratio is None or ratio >= DISTURBED:
+        return ""
+    own = row.get("noise_own_share")
+    if own is not None and own > OWN_LOAD_SHARE:
+        return "own load"
+    return "disturbed"
 
 
 def _best(fn, seconds: float) -> float:
@@ -128,6 +156,9 @@ class Meter:
             "machine_copy_gbs": max(p.copy_gbs for p in probes),
             "noise_ratio": median([p.gemm_gflops for p in probes])
             / (self.usual_best or probed)}
+        own = [p.own_cores for p in probes if p.own_cores is not None]
+        if own:  # a share of the cores the probe ran on (this host's)
+            out["noise_own_share"] = median(own) / (os.cpu_count() or 1)
         # loader mode trains nothing: its images/s carry no FLOPs
         if (images_per_s and spec.mode != "loader" and spec.device == "cpu"
                 and spec.resolved_launcher != "slurm"):

@@ -102,6 +102,13 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
     ("noise_ratio", "REAL", "", "the median probe around the run's trials over the sweep's "
      "usual best (90th percentile of its probes so far): below 0.85 the machine was "
      "measurably disturbed"),
+    ("noise_own_share", "REAL", "", "interleaved runs: share of the harness host's cores "
+     "the sweep's own idle workers (the group's members waiting at their gates) used while "
+     "the probes ran, median over the run's probes; above 0.1 a low noise_ratio is their "
+     "load, not a disturbance (harness/noise.py state)"),
+    ("group_idle_cores", "REAL", "cores", "interleaved runs: cores the group's other "
+     "members, idle at their gates, used during this run's trials (median over its trials): "
+     "an idle Horovod worker keeps negotiating with its peers"),
     ("mfu", "REAL", "", "model FLOPs utilisation: forward+backward FLOPs per image (cost "
      "model) x images/s over the peak of the devices that ran it: workers x device_gflops "
      "on GPUs, peak_gflops for CPU runs on this host"),

@@ -24,6 +24,7 @@ from harness.experiment import Experiment
 from harness.jobs import slurm_context, slurm_plan, variant_for, worker_source_root
 from harness.manifest import host_manifest
 from harness.progress import Progress
+from harness.stats import median
 from harness.store import RunRecord, Store
 from harness.telemetry import DEFAULT_INTERVAL_S, Sampler
 from runners import container, emulated
@@ -197,7 +198,7 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
     stored = store.runs("WHERE experiment = ?", (exp.name,))
     done = {r["config_hash"]: r["status"] for r in stored}
     disturbed = {r["config_hash"]: r["run_id"] for r in stored if r["status"] == "ok"
-                 and r.get("noise_ratio") is not None and r["noise_ratio"] < noise.DISTURBED}
+                 and noise.state(r) == "disturbed"}
     keep = {"ok", "skipped"} | (set() if retry_failed else {"failed", "timeout"})
     summary = SweepSummary()
     todo = [p for p in exp.runs if done.get(p.spec.config_hash()) not in keep
@@ -392,6 +393,8 @@ class _SweepContext:
             row = rec.row
             if m.probes:
                 row.update(self.meter.columns(m.probes, spec, row.get("images_per_s")))
+            if m.others_cores:
+                row["group_idle_cores"] = median(m.others_cores)
             if not self.store.add(rec, replaces=self.replaces.get(spec.config_hash())):
                 self.summary.reused += 1
                 lines.append(f"  {describe(spec)}: not stored: another sweep on this database "
@@ -414,6 +417,16 @@ class _SweepContext:
         return (f"{row['images_per_s']:.1f} images/s{ci}, t_iter {row['t_iter_s'] * 1e3:.1f} ms"
                 f", {row['n_trials']} trials ({row['stopped_by']})"
                 + (f", MFU {row['mfu']:.0%}" if row.get("mfu") else "")
-                + (f"; machine disturbed: probe at {row['noise_ratio']:.0%} of the sweep's "
-                   "usual best" if (row.get("noise_ratio") or 1) < noise.DISTURBED else "")
+                + _noise_text(row)
                 + ("; warm-up did not settle" if row.get("warmup_settled") == 0 else ""))
+
+
+def _noise_text(row: dict) -> str:
+    state = noise.state(row)
+    if not state:
+        return ""
+    probe = f"probe at {row['noise_ratio']:.0%} of the sweep's usual best"
+    if state == "disturbed":
+        return f"; machine disturbed: {probe}"
+    return (f"; {probe} while the sweep's own idle workers used "
+            f"{row['noise_own_share']:.0%} of the cores (their load, not a disturbance)")

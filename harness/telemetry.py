@@ -178,6 +178,15 @@ class _Nvml:
         return out
 
 
+def cores_between(before: dict[int, int], after: dict[int, int], seconds: float) -> float:
+    """Cores the processes read twice used in between (a process that ended or started
+    in between counts for nothing: its ticks before or after are unknown)."""
+    if seconds <= 0:
+        return 0.0
+    ticks = sum(after[p] - before[p] for p in after.keys() & before.keys())
+    return max(0, ticks) / TICK / seconds
+
+
 class Sampler:
     """Start it, register each launched process with `add` (runners' on_start), call
     `measuring()` when timed trials begin, `stop()` returns the Telemetry."""
@@ -228,6 +237,14 @@ class Sampler:
                     self.tick(full=True)
                 self.data.turns[-1][1] = time.monotonic() - self._t0
             self._paused = True
+
+    def cpu_ticks(self) -> dict[int, int]:
+        """pid -> CPU ticks (utime + stime, all threads) of every process of the registered
+        trees alive now, read on demand: the interleaved scheduler reads it around a noise
+        probe and around other members' trials, where the sampler itself is paused."""
+        with self._lock:
+            pids = [p for m in self._members.values() for p in m] or list(self.roots.values())
+            return {pid: info[3] for pid, info in _read(pids).items() if info[2] != "Z"}
 
     def start(self) -> Sampler:
         self._thread.start()

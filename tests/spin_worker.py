@@ -18,6 +18,8 @@ STEPS = int(os.environ.get("SPIN_STEPS", "3"))
 NOISE = float(os.environ.get("SPIN_NOISE", "0"))
 RANK = int(os.environ.get("SPIN_RANK", "0"))
 TAIL = float(os.environ.get("SPIN_TAIL", "0"))  # a rank that ends each trial this late
+#: busy while it waits at its gate, like an idle Horovod worker that keeps negotiating
+IDLE_BUSY = os.environ.get("SPIN_IDLE_BUSY") == "1"
 
 
 def spin(n: int) -> int:
@@ -27,12 +29,32 @@ def spin(n: int) -> int:
     return x
 
 
+def busy_while_waiting(gate: Gate, trial: int) -> bool:
+    """gate.may_run, with a thread of the same process spinning until granted (as
+    Horovod's background thread does, so the process's own CPU time shows it)."""
+    import threading
+
+    stop = threading.Event()
+    thread = threading.Thread(target=_spin_until, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        return gate.may_run(trial)
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _spin_until(stop) -> None:
+    while not stop.is_set():
+        spin(10000)
+
+
 def main() -> None:
     rng = random.Random(int(os.environ.get("SPIN_SEED", "0")))
     events.model(RANK, {}, parameters=0)
     gate = Gate.from_env(int(os.environ.get("SPIN_TRIALS", "6")))
     trial = 0
-    while gate.may_run(trial):
+    while busy_while_waiting(gate, trial) if IDLE_BUSY else gate.may_run(trial):
         if trial == 0:
             spin(WORK)
             events.warmup(RANK, 1, True, [])

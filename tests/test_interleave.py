@@ -116,6 +116,42 @@ def test_a_busy_window_misranks_sequential_runs_but_not_interleaved_ones(tmp_pat
 
 
 @pytest.mark.slow
+def test_a_member_busy_while_idle_is_measured_as_the_groups_own_load(tmp_path):
+    """An idle Horovod worker keeps negotiating with its peers. A member that spins while
+    it waits at its gate loads the machine during the round's probe and during the other
+    member's trials: the probe reads low with nothing outside the sweep running, so the
+    run says "own load" (not "disturbed", which a re-measurement would not cure), and the
+    other member's row says how many cores its idle neighbour took from its trials."""
+    from harness.stats import median
+    from harness.telemetry import Sampler
+
+    meter = noise.Meter()
+    for _ in range(5):  # the sweep's earlier, quiet probes: its usual best
+        meter.measure(interleave.ROUND_PROBE_S)
+    quiet = member(tmp_path, "quiet", trials=6)
+    busy = member(tmp_path, "busy", trials=6, SPIN_IDLE_BUSY=1)
+    for m in (quiet, busy):
+        m.sampler = Sampler(0.5, gpu=False)
+    interleave.Group([quiet, busy], meter).run()
+    for m in (quiet, busy):
+        row(m, [quiet, busy])
+    cores = os.cpu_count() or 1
+    # the spinning thread holds a core while the quiet member runs; the quiet one idles
+    assert median(quiet.others_cores) > 0.5, quiet.others_cores
+    assert median(busy.others_cores) < 0.2, busy.others_cores
+    cols = meter.columns(busy.probes, busy.spec, None)
+    print(f"others' cores during trials: quiet {median(quiet.others_cores):.2f}, busy "
+          f"{median(busy.others_cores):.2f}; probes {cols['noise_ratio']:.2f} of the usual "
+          f"best with own share {cols['noise_own_share']:.2f}")
+    assert cols["noise_own_share"] > 0.5 / cores, cols
+    assert cols["noise_ratio"] < noise.DISTURBED, cols  # one of the probe's cores shared
+    assert noise.state(cols) == "own load"
+    # the same low probe with the group idle is something else's doing
+    assert noise.state({**cols, "noise_own_share": 0.0}) == "disturbed"
+    assert noise.state({**cols, "noise_ratio": 1.0}) == ""
+
+
+@pytest.mark.slow
 def test_a_quiet_run_stops_at_the_target_width_a_noisy_one_at_its_budget(tmp_path):
     quiet = member(tmp_path, "quiet", trials=6, target_width=0.08, budget_s=60)
     noisy = member(tmp_path, "noisy", trials=6, target_width=0.03, budget_s=2,
@@ -150,6 +186,16 @@ def test_groups_hold_what_is_compared():
              RunSpec("mxnet", "resnet50", image_size=64, batch_size=16, order="sequential")]
     got = interleave.groups(specs, key=lambda s: s)
     assert got == [specs[:3], [specs[3]], [specs[4]], [specs[5]]]
+    # Horovod workers negotiate while idle: each multi-worker Horovod run alone
+    small = {"image_size": 32, "batch_size": 8}
+    hvd = [RunSpec(fw, "resnet50", strategy="horovod", devices_per_node=2, mode=mode, **small)
+           for fw in ("torch", "tensorflow") for mode in ("throughput", "breakdown")]
+    ddp = [RunSpec("torch", "resnet50", strategy="allreduce", devices_per_node=2, mode=mode,
+                   **small)
+           for mode in ("throughput", "breakdown")]
+    one = RunSpec("torch", "resnet50", strategy="horovod", **small)
+    assert interleave.groups(hvd + ddp + [one], key=lambda s: s) == \
+        [[h] for h in hvd] + [ddp, [one]]
 
 
 def test_a_round_ends_when_every_rank_has_ended_its_trial(tmp_path):
