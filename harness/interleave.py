@@ -65,7 +65,8 @@ ROUND_PROBE_S = 0.1
 #: GoogLeNet on 4 emulated hosts of 0.25 CPU): an idle Horovod member took 0.42 of the
 #: hosts' 1.0 core from its neighbour's trials, which ran 1708 ms per step against 1144 ms
 #: alone (+49%). Such runs (more than one worker) are measured alone, never beside idle
-#: members; `group_idle_cores` shows what any other strategy's idle members take.
+#: members; `group_idle_cores` shows what any other strategy's idle members take (DDP,
+#: TensorFlow MultiWorkerMirrored, MXNet dist_sync on the same hosts: 0.02-0.03 cores).
 BUSY_WHILE_IDLE = ("horovod",)
 
 
