@@ -417,7 +417,7 @@ class _SweepContext:
         return (f"{row['images_per_s']:.1f} images/s{ci}, t_iter {row['t_iter_s'] * 1e3:.1f} ms"
                 f", {row['n_trials']} trials ({row['stopped_by']})"
                 + (f", MFU {row['mfu']:.0%}" if row.get("mfu") else "")
-                + _noise_text(row)
+                + _noise_text(row) + _neighbours_text(row)
                 + ("; warm-up did not settle" if row.get("warmup_settled") == 0 else ""))
 
 
@@ -430,3 +430,19 @@ def _noise_text(row: dict) -> str:
         return f"; machine disturbed: {probe}"
     return (f"; {probe} while the sweep's own idle workers used "
             f"{row['noise_own_share']:.0%} of the cores (their load, not a disturbance)")
+
+
+#: Share of the run's own CPU (its hosts' quotas, else the machine's cores) that idle
+#: neighbours may take during its trials before its result line says so.
+NEIGHBOURS_SHARE = 0.1
+
+
+def _neighbours_text(row: dict) -> str:
+    taken = row.get("group_idle_cores")
+    if not taken:
+        return ""
+    cpus = (row.get("cpus_per_host") or 0) * (row.get("nodes") or 1) or (os.cpu_count() or 1)
+    if taken <= NEIGHBOURS_SHARE * cpus:
+        return ""
+    return (f"; the group's idle members took {taken:.2f} of its {cpus:g} cores during its "
+            "trials")

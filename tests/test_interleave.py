@@ -139,6 +139,11 @@ def test_a_member_busy_while_idle_is_measured_as_the_groups_own_load(tmp_path):
     # the spinning thread holds a core while the quiet member runs; the quiet one idles
     assert median(quiet.others_cores) > 0.5, quiet.others_cores
     assert median(busy.others_cores) < 0.2, busy.others_cores
+    from harness.sweep import _neighbours_text
+
+    line = _neighbours_text({"group_idle_cores": median(quiet.others_cores), "nodes": 1})
+    assert "the group's idle members took" in line, line
+    assert _neighbours_text({"group_idle_cores": median(busy.others_cores), "nodes": 1}) == ""
     cols = meter.columns(busy.probes, busy.spec, None)
     print(f"others' cores during trials: quiet {median(quiet.others_cores):.2f}, busy "
           f"{median(busy.others_cores):.2f}; probes {cols['noise_ratio']:.2f} of the usual "
