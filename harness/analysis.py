@@ -191,9 +191,7 @@ def shootout(ok: list[dict], drifts: dict[str, repeat.Drift | None] | None = Non
                            "peak": peak_text(r),
                            "compile_s": r.get("compile_s"),
                            "noise_pct": None if ratio is None else ratio * 100,
-                           "disturbed": {"disturbed": "machine disturbed: measure again",
-                                         "own load": "probe under the sweep's own load",
-                                         "": ""}[noise.state(r)],
+                           "disturbed": noise.describe(r),
                            "_row": r})
     return t
 
@@ -310,10 +308,14 @@ def scaling(ok: list[dict], checks: list[validate.Check]) -> Table:
         Column("per_worker", "per worker", "images/s"),
         Column("efficiency_pct", "efficiency", "%", 3),
         Column("exposed_ms", "exposed comm", "ms"), Column("t_comm_ms", "comm (no overlap)", "ms"),
-        Column("predicted_eff_pct", "model efficiency", "%", 3)],
+        Column("predicted_eff_pct", "model efficiency", "%", 3),
+        Column("machine", "machine", digits=0)],
         note="Weak scaling: per-worker batch fixed; efficiency = throughput(N) / (N x "
              "throughput(1)) against a 1-worker run with the same threads per worker; exposed "
-             "communication = t_iter(N) - t_iter(1); comm (no overlap) from the breakdown run.")
+             "communication = t_iter(N) - t_iter(1); comm (no overlap) from the breakdown run. "
+             "Machine: the noise probe's verdict (own load: the sweep's own idle workers, "
+             "such as Horovod's negotiation, loaded the probe) and the cores the group's idle "
+             "members took during the run's trials, where above 10% of its own.")
     pred = {c.run_id: c for c in checks}
     comm = {}
     for r in ok:
@@ -333,7 +335,7 @@ def scaling(ok: list[dict], checks: list[validate.Check]) -> Table:
                                     r["image_size"], r["strategy"], r["workers"])) or 0) * 1e3
             or None,
             "predicted_eff_pct": c.predicted_eff * 100 if c and c.predicted_eff else None,
-            "_row": r, "_base": base})
+            "machine": noise.describe(r), "_row": r, "_base": base})
     return t
 
 

@@ -33,6 +33,7 @@ harness process in a child process with OPENBLAS_CORETYPE unset (`peak_gflops`).
 from __future__ import annotations
 
 import functools
+import json
 import os
 import subprocess
 import sys
@@ -47,6 +48,9 @@ DISTURBED = 0.85
 #: when they used more than this share of its cores during the run's probes (median),
 #: a low probe is the run's own load, not a disturbance, and the run says so instead.
 OWN_LOAD_SHARE = 0.1
+#: Share of a run's own CPU (its hosts' quotas, else its host's cores) that the group's
+#: idle members may take during its trials before the run says so.
+NEIGHBOURS_SHARE = 0.1
 #: The sweep's usual best: this quantile of its probes' GEMM rates so far.
 REFERENCE_QUANTILE = 0.9
 GEMM_N = 1024  # 2 GFLOP per product: ~10 ms at ~200 GFLOP/s, enough products per probe
@@ -110,6 +114,31 @@ def state(row: dict) -> str:
     if own is not None and own > OWN_LOAD_SHARE:
         return "own load"
     return "disturbed"
+
+
+def neighbours(row: dict) -> tuple[float, float] | None:
+    """(cores the group's idle members took during the run's trials, the run's own cores)
+    when that is more than NEIGHBOURS_SHARE of them; None otherwise."""
+    taken = row.get("group_idle_cores")
+    if not taken:
+        return None
+    cpus = (row.get("cpus_per_host") or 0) * (row.get("nodes") or 1)
+    if not cpus:
+        manifest = row.get("manifest_json") or {}
+        if isinstance(manifest, str):
+            manifest = json.loads(manifest or "{}")
+        cpus = manifest.get("host", {}).get("cores") or os.cpu_count() or 1
+    return (taken, cpus) if taken > NEIGHBOURS_SHARE * cpus else None
+
+
+def describe(row: dict) -> str:
+    """The machine's state around a run, in a few words for a report's table."""
+    words = {"disturbed": "disturbed: measure again", "own load": "probe under own load",
+             "": ""}[state(row)]
+    taken = neighbours(row)
+    if taken:
+        words += ("; " if words else "") + f"idle neighbours took {taken[0]:.2f} cores"
+    return words
 
 
 def _best(fn, seconds: float) -> float:

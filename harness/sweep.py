@@ -432,17 +432,9 @@ def _noise_text(row: dict) -> str:
             f"{row['noise_own_share']:.0%} of the cores (their load, not a disturbance)")
 
 
-#: Share of the run's own CPU (its hosts' quotas, else the machine's cores) that idle
-#: neighbours may take during its trials before its result line says so.
-NEIGHBOURS_SHARE = 0.1
-
-
 def _neighbours_text(row: dict) -> str:
-    taken = row.get("group_idle_cores")
-    if not taken:
+    taken = noise.neighbours(row)
+    if taken is None:
         return ""
-    cpus = (row.get("cpus_per_host") or 0) * (row.get("nodes") or 1) or (os.cpu_count() or 1)
-    if taken <= NEIGHBOURS_SHARE * cpus:
-        return ""
-    return (f"; the group's idle members took {taken:.2f} of its {cpus:g} cores during its "
-            "trials")
+    return (f"; the group's idle members took {taken[0]:.2f} of its {taken[1]:g} cores "
+            "during its trials")

@@ -141,9 +141,12 @@ def test_a_member_busy_while_idle_is_measured_as_the_groups_own_load(tmp_path):
     assert median(busy.others_cores) < 0.2, busy.others_cores
     from harness.sweep import _neighbours_text
 
-    line = _neighbours_text({"group_idle_cores": median(quiet.others_cores), "nodes": 1})
+    quiet_row = {"group_idle_cores": median(quiet.others_cores), "nodes": 1,
+                 "manifest_json": {"host": {"cores": cores}}}
+    line = _neighbours_text(quiet_row)
     assert "the group's idle members took" in line, line
-    assert _neighbours_text({"group_idle_cores": median(busy.others_cores), "nodes": 1}) == ""
+    assert "idle neighbours took" in noise.describe(quiet_row)
+    assert _neighbours_text({**quiet_row, "group_idle_cores": median(busy.others_cores)}) == ""
     cols = meter.columns(busy.probes, busy.spec, None)
     print(f"others' cores during trials: quiet {median(quiet.others_cores):.2f}, busy "
           f"{median(busy.others_cores):.2f}; probes {cols['noise_ratio']:.2f} of the usual "
@@ -151,6 +154,7 @@ def test_a_member_busy_while_idle_is_measured_as_the_groups_own_load(tmp_path):
     assert cols["noise_own_share"] > 0.5 / cores, cols
     assert cols["noise_ratio"] < noise.DISTURBED, cols  # one of the probe's cores shared
     assert noise.state(cols) == "own load"
+    assert noise.describe(cols) == "probe under own load"
     # the same low probe with the group idle is something else's doing
     assert noise.state({**cols, "noise_own_share": 0.0}) == "disturbed"
     assert noise.state({**cols, "noise_ratio": 1.0}) == ""
