@@ -243,15 +243,18 @@ class TorchTrainer(FeedPhases):
             self.optimizer.zero_grad()  # set_to_none (the default; Horovod takes no argument)
         with self._autocast():
             self._loss = self.criterion(self.model(self.images), self.labels)
+
+    def backward(self) -> None:
         if self.distributed:
-            # after the forward pass: DDP's first forward after a fused step rebuilds its
-            # buckets and points every gradient at its own views
+            # DDP's fused step writes each gradient into its bucket during backward; here
+            # backward accumulates into the zeroed bucket views, so the zeroing is timed
+            # with backward too (it sat in t_forward before). Installed after the forward
+            # pass: DDP's first forward after a fused step rebuilds its buckets and points
+            # every gradient at its own views.
             for flat, views in self._buckets:
                 flat.zero_()
                 for p, view in views:
                     p.grad = view
-
-    def backward(self) -> None:
         self.scaler.scale(self._loss).backward()
         if self._no_sync is not None:
             self._no_sync.__exit__(None, None, None)
