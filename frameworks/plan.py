@@ -32,6 +32,22 @@ class PlanContext:
         return self.hosts[node % len(self.hosts)]
 
 
+#: Roles that serve every worker (parameter servers): server i runs on node i mod nodes.
+SERVER_ROLES = ("server", "ps")
+
+
+def node_of(role: str, index: int, nodes: int, devices_per_node: int) -> int:
+    """The node every plan puts a process on: worker `index` on node index // devices
+    per node, parameter server `index` on node index mod nodes, anything else
+    (scheduler, chief, rendezvous) on node 0. Read back by the harness to sum a host's
+    processes (harness/bottleneck.py), so it stays the plans' one rule."""
+    if role == "worker":
+        return index // max(1, devices_per_node)
+    if role in SERVER_ROLES:
+        return index % max(1, nodes)
+    return 0
+
+
 def free_port() -> int:
     """A TCP port free right now on this host (the rendezvous binds it moments later)."""
     with socket.socket() as s:
@@ -68,7 +84,8 @@ def workers(spec: RunSpec, ctx: PlanContext, extra=None) -> list[ProcessSpec]:
             if extra:
                 env.update(extra(rank, local, node))
             out.append(ProcessSpec("worker", rank, (ctx.python, "-m", WORKER_MODULE), env,
-                                   host=ctx.host_of(node)))
+                                   host=ctx.host_of(node_of("worker", rank, spec.nodes,
+                                                            spec.devices_per_node))))
     return out
 
 

@@ -493,6 +493,30 @@ def traffic(runs: list[dict]) -> Table:
     return t
 
 
+def bottlenecks(runs: list[dict]) -> Table:
+    """What bound each step across emulated hosts, measured (harness/bottleneck.py): the
+    explanation a model's prediction has to match."""
+    from harness import bottleneck as bn
+
+    t = Table("bottleneck", "What bound the step: each run's busiest host, measured", [
+        Column("label", "run", digits=0), Column("t_iter_ms", "t_iter", "ms"),
+        Column("cpu_pct", "CPU of its quota", "%", 2),
+        Column("wire_pct", "wire, share of the step", "%", 2),
+        Column("verdict", "bound by", digits=0)],
+        note="CPU: the cores of the processes the plan put on the busiest host (workers, "
+             "servers, scheduler) over its CPU quota, from the telemetry while measuring. "
+             "Wire: the larger of the bytes its interface sent and received per step over "
+             f"the link's shaped rate, as a share of the step. {bn.SATURATED:.0%} or more "
+             "is saturated; where neither is, the step waited (a synchronous barrier, "
+             "latency).")
+    for b in filter(None, map(bn.check, runs)):
+        t.rows.append({"label": b.label, "t_iter_ms": b.t_iter_s * 1e3,
+                       "cpu_pct": b.cpu * 100 if b.cpu is not None else None,
+                       "wire_pct": b.wire * 100 if b.wire is not None else None,
+                       "verdict": b.verdict})
+    return t
+
+
 def failures(bad: list[dict]) -> Table:
     t = Table("failures", "Failed and skipped runs", [
         Column("status", "status", digits=0), Column("run", "run", digits=0),

@@ -178,7 +178,7 @@ def build(store: Store, experiment: str | None = None) -> dict[str, Any]:
     shoot, bd = T.shootout(ok, drifts), T.breakdown(ok)
     scale = T.scaling(ok, checks)
     held_table = T.holdout(held)
-    moved = T.traffic(ok)
+    moved, bound = T.traffic(ok), T.bottlenecks(ok)
     comm, fits = T.communication(store)
     ps = T.ps_placement(runs)
     ps_rec = T.ps_recorded(ok)
@@ -209,7 +209,8 @@ def build(store: Store, experiment: str | None = None) -> dict[str, Any]:
             ("pipeline", "Input pipeline", [], [pipe]),
             ("resources", "Resources", [], [res]),
             ("environments", "Venv vs container", [], [envs]),
-            ("model", "Performance model: predicted vs measured", [], [held_table, moved, acc]),
+            ("model", "Performance model: predicted vs measured", [],
+             [held_table, moved, bound, acc]),
             ("failures", "Failed and skipped runs", [], [fail]),
         ],
         "run_columns": RUN_TABLE_COLUMNS, "manifests": _manifests(ok),

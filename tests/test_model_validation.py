@@ -138,6 +138,23 @@ def test_holdout_on_a_tiny_real_scaling_run(torch_env, tmp_path):
              and " steps: " in ln]
     assert len(moved) == 2 and all(ln.endswith(": ok") for ln in moved), moved
     assert 'id="table-traffic"' in html
+    # what bound each step, measured: the busiest host's CPU over its quota (one worker
+    # per host of 0.5 CPU) and its wire, which must be the counted bytes over the link
+    bound = [ln for ln in proc.stdout.splitlines() if "googlenet allreduce x" in ln
+             and " CPU " in ln and " wire " in ln]
+    assert len(bound) == 2, proc.stdout
+    from harness import bottleneck
+    from harness.perfmodel import traffic
+
+    with Store(str(db)) as store:
+        multi = [r for r in store.runs("WHERE status = 'ok'") if r["nodes"] > 1]
+    for r in multi:
+        b, counted = bottleneck.check(r), traffic.check(r)
+        assert 0.3 < b.cpu < 1.3, b  # a worker under its quota, not the machine's 2 cores
+        assert b.wire == pytest.approx(max(counted.measured) * 8 / 1e9 / r["t_iter_s"],
+                                       rel=0.05), (b, counted)
+        assert 0.0 < b.wire < 1.2, b
+    assert 'id="table-bottleneck"' in html
     assert ("allreduce: median |error|" in proc.stdout
             and ("PASS" in proc.stdout) == (proc.returncode == 0))
     # one analysis layer: the in-sample check and the report's scaling table measure each

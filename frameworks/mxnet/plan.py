@@ -9,7 +9,7 @@ every such job relies on the runner's timeout (which tears all roles down togeth
 from __future__ import annotations
 
 from frameworks.contract import PS_STRATEGIES, RunSpec
-from frameworks.plan import PlanContext, free_port, workers
+from frameworks.plan import PlanContext, free_port, node_of, workers
 from runners.spec import ProcessSpec
 
 KVSTORE = {"ps-sync": "dist_sync", "ps-async": "dist_async"}
@@ -33,7 +33,8 @@ def plan(spec: RunSpec, ctx: PlanContext) -> list[ProcessSpec]:
                          host=ctx.host_of(0))]
     procs += [ProcessSpec("server", i, serve, {**service_env,
                                                **dmlc_env(spec, ctx, "server", port)},
-                          host=ctx.host_of(i))
+                          host=ctx.host_of(node_of("server", i, spec.nodes,
+                                                   spec.devices_per_node)))
               for i in range(spec.ps)]
     procs += workers(spec, ctx, lambda rank, local, node: {
         **dmlc_env(spec, ctx, "worker", port),

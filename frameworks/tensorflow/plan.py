@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from frameworks.contract import RunSpec
-from frameworks.plan import WORKER_MODULE, PlanContext, free_port, worker_env, workers
+from frameworks.plan import WORKER_MODULE, PlanContext, free_port, node_of, worker_env, workers
 from runners.spec import ProcessSpec
 
 QUIET = {"TF_CPP_MIN_LOG_LEVEL": "2"}  # keep TF's C++ start-up chatter out of the logs
@@ -31,7 +31,8 @@ def ps_plan(spec: RunSpec, ctx: PlanContext) -> list[ProcessSpec]:
     cluster = {"chief": [f"{ctx.host_of(0)}:{free_port()}"],
                "worker": [f"{ctx.host_of(r // spec.devices_per_node)}:{free_port()}"
                           for r in range(spec.workers)],
-               "ps": [f"{ctx.host_of(i)}:{free_port()}" for i in range(spec.ps)]}
+               "ps": [f"{ctx.host_of(node_of('ps', i, spec.nodes, spec.devices_per_node))}:"
+                      f"{free_port()}" for i in range(spec.ps)]}
     chief_env = worker_env(spec, ctx, 0, 0, spec.devices_per_node)
     chief_env.update(QUIET, TF_CONFIG=cluster_config(cluster, "chief", 0), DNNBENCH_THREADS="1",
                      OMP_NUM_THREADS="1")
@@ -45,7 +46,9 @@ def ps_plan(spec: RunSpec, ctx: PlanContext) -> list[ProcessSpec]:
         env = {**QUIET, "PYTHONPATH": ctx.source_root, "PYTHONUNBUFFERED": "1",
                "PYTHONNOUSERSITE": "1", "DNNBENCH_THREADS": "1", "OMP_NUM_THREADS": "1",
                "TF_CONFIG": cluster_config(cluster, "ps", i)}
-        procs.append(ProcessSpec("ps", i, serve, env, host=ctx.host_of(i), service=True))
+        procs.append(ProcessSpec("ps", i, serve, env, service=True,
+                                 host=ctx.host_of(node_of("ps", i, spec.nodes,
+                                                          spec.devices_per_node))))
     return procs
 
 

@@ -50,6 +50,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 
+from harness import bottleneck
 from harness.perfmodel import network, placement, traffic
 from harness.perfmodel.measured import compute_from_baseline
 from harness.perfmodel.predict import Compute, Scenario, ServerCost, predict, ps_clients
@@ -110,6 +111,8 @@ class Result:
     #: the model's bytes per host against the emulated hosts' counters, every run across
     #: emulated hosts (parameter servers and allreduce)
     traffic: list[traffic.Traffic] = field(default_factory=list)
+    #: what bound each such run's step, measured (harness/bottleneck.py)
+    bottlenecks: list[bottleneck.Bottleneck] = field(default_factory=list)
 
     def by_strategy(self) -> dict[str, dict[str, float | bool]]:
         out: dict[str, dict[str, float | bool]] = {}
@@ -444,6 +447,7 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
             curves.setdefault(_key(r), []).append(r)
     result = Result(pooled=pooled)
     result.traffic = [t for t in map(traffic.check, runs) if t is not None]
+    result.bottlenecks = [b for b in map(bottleneck.check, runs) if b is not None]
     scales = sorted({r["workers"] for r in runs})
     big = [c for c in curves.values() if any(r["workers"] > FIT_MAX_WORKERS for r in c)]
     if not big or not any(r["workers"] <= FIT_MAX_WORKERS for r in runs):
@@ -607,4 +611,6 @@ def table(result: Result) -> str:
         lines.append(f"  not validated: {s}")
     if result.traffic:
         lines += ["", traffic.table(result.traffic)]
+    if result.bottlenecks:
+        lines += ["", bottleneck.table(result.bottlenecks)]
     return "\n".join(lines)

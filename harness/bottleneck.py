@@ -1,0 +1,130 @@
+"""What bound a step on emulated hosts, from measurements alone.
+
+Every run on emulated hosts stores each process's mean CPU while measuring (telemetry)
+and each host's interface counters over the run (runners/emulated.py). Summed per host,
+they say how busy each of the two resources a host has was:
+
+* CPU: the cores of the processes the plans put on that host (frameworks/plan.py
+  `node_of`: workers, servers, the scheduler or chief) over the host's CPU quota;
+* wire: the larger of the bytes its interface sent and received per step (the run's
+  steps, traffic.steps_run) over the link's shaped rate, as a share of the step.
+
+A resource near 100% bound the step; where neither is, the step waited on something
+else (a synchronous barrier, latency, one process at a time). This is the measurement a
+performance model has to match: on the MXNet parameter-server runs of shi2017-emulated
+and scaling-emulated-ps-async (2026-12-02) the busiest host's CPU was 95-99% busy while
+its wire carried up to about half the step, and 55-83% once the wire grew past that,
+when the wire itself was 64-77% busy: neither saturated, which neither the additive
+model nor "the longer of the two" reproduces (README, "What bound each step").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from frameworks.plan import node_of
+from harness.perfmodel.traffic import steps_run
+
+#: a resource this busy bound the step
+SATURATED = 0.9
+_TAG = re.compile(r"^([a-z_]+?)(\d+)$")
+_HOST = re.compile(r"(\d+)$")
+
+
+@dataclass(frozen=True)
+class Bottleneck:
+    label: str
+    run_id: str
+    t_iter_s: float
+    #: the busiest host's CPU over its quota (None: no quota or no telemetry), and its index
+    cpu: float | None
+    cpu_host: int | None
+    #: the busiest host's bytes per step over the link's rate, as a share of the step
+    #: (None: unshaped link or no counters), and its index
+    wire: float | None
+    wire_host: int | None
+
+    @property
+    def verdict(self) -> str:
+        cpu, wire = self.cpu or 0.0, self.wire or 0.0
+        if cpu >= SATURATED and cpu >= wire:
+            return f"CPU-bound (host {self.cpu_host})"
+        if wire >= SATURATED:
+            return f"wire-bound (host {self.wire_host})"
+        if self.cpu is None or self.wire is None:
+            return "not saturated (one resource unmeasured)"
+        return "neither saturated: waiting (synchronisation, latency)"
+
+
+def host_cores(r: dict) -> dict[int, float]:
+    """Mean cores each host's processes used while measuring, by host index."""
+    cores = json.loads(r.get("cpu_cores_by_process_json") or "{}")
+    spec = json.loads(r["spec_json"])
+    nodes, per = spec.get("nodes", 1), spec.get("devices_per_node", 1)
+    out: dict[int, float] = {}
+    for tag, used in cores.items():
+        m = _TAG.match(tag)
+        if m:
+            node = node_of(m.group(1), int(m.group(2)), nodes, per)
+            out[node] = out.get(node, 0.0) + used
+    return out
+
+
+def host_bytes_per_step(r: dict) -> dict[int, float]:
+    """The larger of each host's sent and received bytes per step, by host index."""
+    moved = (json.loads(r.get("manifest_json") or "{}").get("host", {})
+             .get("emulated", {}).get("bytes")) or {}
+    steps = steps_run(r)
+    out: dict[int, float] = {}
+    for ns, v in moved.items():
+        m = _HOST.search(ns)
+        if m and steps:
+            out[int(m.group(1))] = max(v.get("tx_bytes", 0), v.get("rx_bytes", 0)) / steps
+    return out
+
+
+def check(r: dict) -> Bottleneck | None:
+    """The busiest host's CPU and wire of a stored throughput run across emulated hosts;
+    None where neither can be measured."""
+    from runners.emulated import ClusterError, rate_bits
+
+    spec = json.loads(r["spec_json"])
+    if r.get("mode") != "throughput" or spec.get("nodes", 1) < 2 or not r.get("t_iter_s"):
+        return None
+    t = r["t_iter_s"]
+    cpu = cpu_host = wire = wire_host = None
+    quota = r.get("cpus_per_host") or 0.0
+    cores = host_cores(r)
+    if quota and cores:
+        cpu_host = max(cores, key=cores.get)
+        cpu = cores[cpu_host] / quota
+    try:
+        bits = rate_bits(r.get("link") or "")
+    except ClusterError:
+        bits = None
+    moved = host_bytes_per_step(r)
+    if bits and moved:
+        wire_host = max(moved, key=moved.get)
+        wire = moved[wire_host] * 8 / bits / t
+    if cpu is None and wire is None:
+        return None
+    ps = f" ps{spec.get('ps')}" if spec.get("ps") else ""
+    label = (f"{r['framework']} {r['model']} {r['strategy']}{ps} x{r['workers']} on "
+             f"{spec['nodes']} hosts")
+    return Bottleneck(label, r["run_id"], t, cpu, cpu_host, wire, wire_host)
+
+
+def table(rows: list[Bottleneck]) -> str:
+    """One line per run: the busiest host's CPU and wire, and which bound the step."""
+    def pct(x: float | None) -> str:
+        return "   -" if x is None else f"{x:4.0%}"
+
+    lines = ["what bound each step (measured: the busiest host's processes' CPU over its "
+             "quota, and its interface's bytes per step over the link's rate, as a share "
+             f"of the step; {SATURATED:.0%} or more is saturated):"]
+    for b in rows:
+        lines.append(f"  {b.label:<50} t_iter {b.t_iter_s * 1e3:8.1f} ms   CPU {pct(b.cpu)}   "
+                     f"wire {pct(b.wire)}   {b.verdict}")
+    return "\n".join(lines)
