@@ -309,13 +309,15 @@ def scaling(ok: list[dict], checks: list[validate.Check]) -> Table:
         Column("efficiency_pct", "efficiency", "%", 3),
         Column("exposed_ms", "exposed comm", "ms"), Column("t_comm_ms", "comm (no overlap)", "ms"),
         Column("predicted_eff_pct", "model efficiency", "%", 3),
-        Column("machine", "machine", digits=0)],
+        Column("bound", "bound by", digits=0), Column("machine", "machine", digits=0)],
         note="Weak scaling: per-worker batch fixed; efficiency = throughput(N) / (N x "
              "throughput(1)) against a 1-worker run with the same threads per worker; exposed "
              "communication = t_iter(N) - t_iter(1); comm (no overlap) from the breakdown run. "
              "Machine: the noise probe's verdict (own load: the sweep's own idle workers, "
              "such as Horovod's negotiation, loaded the probe) and the cores the group's idle "
-             "members took during the run's trials, where above 10% of its own.")
+             "members took during the run's trials, where above 10% of its own. Bound by: "
+             "across emulated hosts, the busiest host's CPU over its quota and its wire over "
+             "the link's rate, measured (the table 'What bound the step').")
     pred = {c.run_id: c for c in checks}
     comm = {}
     for r in ok:
@@ -335,8 +337,18 @@ def scaling(ok: list[dict], checks: list[validate.Check]) -> Table:
                                     r["image_size"], r["strategy"], r["workers"])) or 0) * 1e3
             or None,
             "predicted_eff_pct": c.predicted_eff * 100 if c and c.predicted_eff else None,
-            "machine": noise.describe(r), "_row": r, "_base": base})
+            "bound": _bound(r), "machine": noise.describe(r), "_row": r, "_base": base})
     return t
+
+
+def _bound(r: dict) -> str:
+    from harness import bottleneck
+
+    b = bottleneck.check(r)
+    if b is None:
+        return ""
+    return (f"{b.short} (CPU {b.cpu:.0%}, wire {b.wire:.0%})"
+            if b.cpu is not None and b.wire is not None else b.verdict)
 
 
 def communication(store: Store) -> tuple[Table, Table]:
@@ -455,11 +467,15 @@ def holdout(result: Any) -> Table:
         Column("measured_ms", "measured", "ms"), Column("low_ms", "95% low", "ms"),
         Column("high_ms", "95% high", "ms"), Column("predicted_ms", "predicted", "ms"),
         Column("error_pct", "error", "%", 2),
+        Column("bound", "bound by (measured)", digits=0),
         Column("fitted_from", "inputs and the runs they were fitted on", digits=0)],
         note="A prediction, not a fit: no input comes from the runs in this table. "
+             "Bound by: what the run's busiest emulated host saturated (CPU, wire or "
+             "neither; the table 'What bound the step'). "
              + "; ".join(f"link {k}: {v}" for k, v in (result.links if result else {}).items()))
+    bound = {b.run_id: b.short for b in result.bottlenecks} if result else {}
     for r in result.rows if result else []:
-        t.rows.append({"label": r.label, "workers": r.workers,
+        t.rows.append({"label": r.label, "workers": r.workers, "bound": bound.get(r.run_id),
                        "measured_ms": r.measured * 1e3,
                        "low_ms": r.measured_low * 1e3 if r.measured_low else None,
                        "high_ms": r.measured_high * 1e3 if r.measured_high else None,

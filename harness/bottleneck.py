@@ -15,7 +15,9 @@ performance model has to match: on the MXNet parameter-server runs of shi2017-em
 and scaling-emulated-ps-async (2026-12-02) the busiest host's CPU was 95-99% busy while
 its wire carried up to about half the step, and 55-83% once the wire grew past that,
 when the wire itself was 64-77% busy: neither saturated, which neither the additive
-model nor "the longer of the two" reproduces (README, "What bound each step").
+model nor "the longer of the two" reproduced, and the tensor-by-tensor simulation that
+replaced them (perfmodel/psstep.py) predicts within 9% on those runs (README, "What
+bound each step").
 """
 
 from __future__ import annotations
@@ -56,6 +58,19 @@ class Bottleneck:
         if self.cpu is None or self.wire is None:
             return "not saturated (one resource unmeasured)"
         return "neither saturated: waiting (synchronisation, latency)"
+
+    @property
+    def short(self) -> str:
+        """The verdict in one word or two, for a table's column."""
+        return self.verdict.split(" (")[0].split(":")[0]
+
+    @property
+    def text(self) -> str:
+        """One clause for a run's result line."""
+        parts = ([f"busiest host's CPU {self.cpu:.0%} of its quota"] if self.cpu is not None
+                 else []) + ([f"wire {self.wire:.0%} of the step"] if self.wire is not None
+                             else [])
+        return f"{', '.join(parts)}: {self.verdict}"
 
 
 def host_cores(r: dict) -> dict[int, float]:

@@ -19,7 +19,7 @@ from typing import TextIO
 
 from frameworks import events, gate
 from frameworks.plan import slurm_mpi
-from harness import collect, envs, interleave, jobs, noise, repeat
+from harness import bottleneck, collect, envs, interleave, jobs, noise, repeat
 from harness.experiment import Experiment
 from harness.jobs import slurm_context, slurm_plan, variant_for, worker_source_root
 from harness.manifest import host_manifest
@@ -417,7 +417,7 @@ class _SweepContext:
         return (f"{row['images_per_s']:.1f} images/s{ci}, t_iter {row['t_iter_s'] * 1e3:.1f} ms"
                 f", {row['n_trials']} trials ({row['stopped_by']})"
                 + (f", MFU {row['mfu']:.0%}" if row.get("mfu") else "")
-                + _noise_text(row) + _neighbours_text(row)
+                + _noise_text(row) + _neighbours_text(row) + _bound_text(row)
                 + ("; warm-up did not settle" if row.get("warmup_settled") == 0 else ""))
 
 
@@ -430,6 +430,12 @@ def _noise_text(row: dict) -> str:
         return f"; machine disturbed: {probe}"
     return (f"; {probe} while the sweep's own idle workers used "
             f"{row['noise_own_share']:.0%} of the cores (their load, not a disturbance)")
+
+
+def _bound_text(row: dict) -> str:
+    """Across emulated hosts: what bound the step (harness/bottleneck.py)."""
+    b = bottleneck.check(row)
+    return f"; {b.text}" if b is not None else ""
 
 
 def _neighbours_text(row: dict) -> str:

@@ -17,26 +17,23 @@ more workers is predicted from those inputs alone:
   4- and 8-worker prediction low (worst -34%); the twins: median 4.7%, worst 11.5%.
   The 1-host run still says what the strategy costs off the wire (its collectives' own
   work, loopback being all but free): that cost is held fixed as workers are added, and
-  only the twin's remainder, the wire's, is fitted as the link (`_off_wire`; not where
-  the servers' CPU is modelled, below: that term already holds their loopback work).
+  only the twin's remainder, the wire's, is fitted as the link (`_off_wire`).
   Such a beta is that network's effective cost per byte on the link, its fixed per-step
   costs included, and the model's structure (ring steps, bytes per worker, PS fan-in)
   carries it to more workers. A curve without a 2-worker run of its own (more servers
-  than two hosts hold) takes its link family's pooled fit, and so does every curve whose
-  servers' CPU is modelled (below): what one 2-worker run leaves after compute and
-  server CPU is a few percent of its step, mostly not the link's, and a per-curve beta
-  would multiply it by the remote clients (on the cori2017-emulated runs of 2026-12-01:
-  worst error 64.5% per curve, 24.3% pooled); `pooled=True` uses that fit
+  than two hosts hold) takes its link family's pooled fit; `pooled=True` uses that fit
   for every curve: beta from all the family's 2-worker runs, alpha from commbench, else
   by least squares when they span several gradient sizes, else 0;
 * the parameter servers' own CPU time (predict.ServerCost: core-seconds per byte held,
   per step and per client), where servers share an emulated host's CPU quota with a
   worker: by least squares over the servers' measured CPU (telemetry) in the family's
   runs with <= 2 workers; the curve's 1-worker compute then excludes its own server's
-  measured CPU time, which the model adds back per host. That time overlaps the wire's
-  (predict), so such a family's link is fitted on what its small runs show beyond their
-  servers' time, and is the wire's shaped rate where they show nothing
-  (`_fit_behind_servers`);
+  measured CPU time. Such a step is simulated tensor by tensor (predict.simulated,
+  harness/perfmodel/psstep.py) with the wire at the link's shaped rate, a configuration
+  input: nothing is left to fit. Before it, "compute plus the longer of the servers' CPU
+  and the wire", with the link fitted on what the small runs showed beyond their
+  servers, failed on shi2017-emulated (median 21.2%, worst 36.1%; 2026-12-02), and the
+  additive form before that fitted a 2-host run's link at 2.2 GB/s, 18x its wire;
 * everything else (ring steps, PS placement, message counts) is the model's structure.
 
 A curve is the runs that differ only in their worker count. Communication is modelled
@@ -161,10 +158,9 @@ def _scenario(r: dict, costs: dict[tuple, ServerCost] | None = None) -> Scenario
 
 
 def _comm(sc: Scenario, compute: Compute, alpha: float, beta: float) -> float:
-    """The link's exposed time before any of it hides behind the servers' CPU."""
+    """The link's exposed time in a run's step."""
     lk = network.Link("fitted", alpha, beta)
-    p = predict(replace(sc, intra=lk, inter=lk), compute)
-    return p.t_comm_exposed + p.detail.get("wire_hidden_by_servers", 0.0)
+    return predict(replace(sc, intra=lk, inter=lk), compute).t_comm_exposed
 
 
 def _coefficients(sc: Scenario, compute: Compute) -> tuple[float, float]:
@@ -261,35 +257,27 @@ class _Point:
     crosses: bool  # its workers were on several hosts
     own: bool = True  # one of the curve's own runs (not a twin on other hosts)
     shape: str = ""
-    #: the servers' modelled CPU time in the step, behind which the wire's time hides
-    #: (predict): the link shows in y only beyond it
-    servers: float = 0.0
 
     @property
     def abc(self) -> tuple[float, float, float]:
         return self.a, self.b, self.y
 
 
-def _point(r: dict, compute: Compute, costs: dict[tuple, ServerCost], own: bool = True
-           ) -> _Point:
-    sc = _scenario(r, costs)
+def _point(r: dict, compute: Compute, own: bool = True) -> _Point:
+    sc = _scenario(r)
     a, b = _coefficients(sc, compute)
     bare = predict(replace(sc, intra=_UNFITTED, inter=_UNFITTED), compute)
     return _Point(a, b, r["t_iter_s"] - bare.t_iter, r["run_id"], _crosses_link(r), own,
-                  f"{sc.nodes} host(s) x {sc.devices_per_node}", bare.t_server)
+                  f"{sc.nodes} host(s) x {sc.devices_per_node}")
 
 
-def _twin_point(store: Store, runs: list[dict], r: dict, costs: dict[tuple, ServerCost]
-                ) -> _Point | None:
+def _twin_point(store: Store, runs: list[dict], r: dict) -> _Point | None:
     """The fit point of a small run on other hosts, with the compute of its own quota's
     1-worker run; None without one."""
     base = baseline(runs, r)
     if base is None:
         return None
-    compute = compute_from_baseline(store, base)
-    if _servers_of(r) in costs:
-        compute = _worker_compute(compute, base)
-    return _point(r, compute, costs, own=False)
+    return _point(r, compute_from_baseline(store, base), own=False)
 
 
 @dataclass(frozen=True)
@@ -382,51 +370,12 @@ def _shaped_beta(link_name: str) -> float | None:
     return 8.0 / bits if bits else None
 
 
-def _fit_behind_servers(points: list[_Point], alpha: float | None, link_name: str
-                        ) -> tuple[float, float, str]:
-    """(alpha, beta, how) where the small runs' servers' CPU hides the wire (predict: the
-    longer of the two counts), so a run shows the link only beyond its servers' time:
-    y = max(0, a alpha + b beta - servers). Exact least squares over beta (alpha from
-    commbench, else 0): the sum of squares is quadratic between the betas at which each
-    run's wire starts to show, so each piece's minimum is a candidate.
-
-    Where no beta explains the small runs better than none (the wire hid behind the
-    servers in every one of them, so they cannot measure it), the link is the wire's
-    shaped rate, a configuration input, said so. Chosen before the data it was first
-    judged on (shi2017-emulated MXNet on the Intel VM, 2026-12-02): on the AMD VM's runs
-    the servers' CPU outlasted AlexNet's wire on its 2-host run (3.0 s against 1.8 s) and
-    the additive model fitted that wire at 2.2 GB/s, 18x its shaped rate."""
-    al = alpha or 0.0
-    pts = [p for p in points if p.b > 0]
-    if not pts:
-        return _fit_link([p.abc for p in points], alpha)
-
-    def knee(p: _Point) -> float:
-        return max((p.servers - p.a * al) / p.b, 0.0)
-
-    def sse(beta: float) -> float:
-        return sum((p.y - max(0.0, p.a * al + p.b * beta - p.servers)) ** 2 for p in pts)
-
-    edges = sorted({knee(p) for p in pts}) + [float("inf")]
-    hidden_sse = sse(0.0)  # every beta up to the first edge: nothing shows
-    best, best_beta = hidden_sse, None
-    for lo, hi in zip(edges, edges[1:]):
-        act = [p for p in pts if knee(p) <= lo]
-        den = sum(p.b * p.b for p in act)
-        beta = min(max(sum(p.b * (p.y + p.servers - p.a * al) for p in act) / den, lo), hi)
-        if sse(beta) < best * (1 - 1e-9):
-            best, best_beta = sse(beta), beta
-    a_how = "alpha from commbench" if alpha is not None else "alpha = 0 assumed"
-    if best_beta is not None:
-        return al, best_beta, (f"{a_how}, beta by least squares on what shows beyond the "
-                               "servers' CPU")
-    shaped = _shaped_beta(link_name)
-    if shaped is not None:
-        return al, shaped, (f"{a_how}; the wire's shaped rate: in every small run the "
-                            "wire's time hid behind the servers' CPU, so they cannot "
-                            "measure it")
-    return al, edges[0], (f"{a_how}; WARNING: the wire hid behind the servers' CPU in every "
-                          "small run: beta is only its upper bound")
+def _name_link(result: Result, fam: tuple, alpha: float, beta: float, how: str) -> None:
+    lib, link_name, cpus = fam
+    bw = 1 / beta / 1e9 if beta else float("inf")
+    result.links[f"{lib} @ {link_name}" + (f", {cpus:g} CPU/host" if cpus else "")] = (
+        f"alpha {alpha * 1e6:.0f} us, {bw:.3f} GB/s ({how})"
+        + _faster_than_the_wire(link_name, beta))
 
 
 def validate(store: Store, experiment: str | None = None, pooled: bool = False) -> Result:
@@ -487,6 +436,7 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
     fits: dict[tuple, dict[str, _Point]] = {}
     own_fits: dict[tuple, list[_Point]] = {}
     off_wire: dict[tuple, _OffWire] = {}
+    simulated_fams: set[tuple] = set()
     plans = []
     for curve in big:
         sample = curve[0]
@@ -498,14 +448,18 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
             continue
         compute = compute_from_baseline(store, base)
         if _servers_of(sample) in costs:
-            compute = _worker_compute(compute, base)
+            # the step is simulated (predict.simulated): the wire is the link's shaped
+            # rate, so there is no link to fit
+            simulated_fams.add(_family(sample))
+            plans.append((curve, base, _worker_compute(compute, base)))
+            continue
         small = [r for r in curve if 1 < r["workers"] <= FIT_MAX_WORKERS]
-        pts = [_point(r, compute, costs) for r in small]
+        pts = [_point(r, compute) for r in small]
         if not any(p.crosses for p in pts):
             twins = [x for x in crossing
                      if _key(x, _LINK_TWIN)[:-1] == _key(sample, _LINK_TWIN)[:-1]]
-            twin_pts = [p for p in (_twin_point(store, runs, x, costs) for x in twins) if p]
-            if twin_pts and pts and _servers_of(sample) not in costs:
+            twin_pts = [p for p in (_twin_point(store, runs, x) for x in twins) if p]
+            if twin_pts and pts:
                 off_wire[_key(sample)] = off = _off_wire(pts)
                 twin_pts = [replace(p, y=p.y - off.seconds) for p in twin_pts]
             pts = twin_pts or pts
@@ -525,15 +479,18 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
         # training runs had none either (a quota adds waiting to every message)
         bench = fitted_link(store, lib, 2, link_name) if lib and not cpus else None
         bench_alpha[fam] = bench.alpha if bench else None
-        if any(p.servers > 0 for p in pts):
-            alpha, beta, how = _fit_behind_servers(pts, bench_alpha[fam], link_name)
-        else:
-            alpha, beta, how = _fit_link([p.abc for p in pts], bench_alpha[fam])
+        alpha, beta, how = _fit_link([p.abc for p in pts], bench_alpha[fam])
         links[fam] = (alpha, beta, f"{how}; beta from runs {_runs_text(pts)}")
-        bw = 1 / beta / 1e9 if beta else float("inf")
-        result.links[f"{lib} @ {link_name}" + (f", {fam[2]:g} CPU/host" if fam[2] else "")] = (
-            f"alpha {alpha * 1e6:.0f} us, {bw:.3f} GB/s ({links[fam][2]})"
-            + _faster_than_the_wire(link_name, beta))
+        _name_link(result, fam, alpha, beta, links[fam][2])
+    for fam in simulated_fams:
+        shaped = _shaped_beta(fam[1])
+        links[fam] = (0.0, shaped or 0.0, (
+            "the wire's shaped rate, a configuration input: the servers' CPU is modelled "
+            "and the step simulated (harness/perfmodel/psstep.py), so nothing is left over "
+            "for a link fit" if shaped is not None else
+            "no cost on the wire (an unshaped link); the servers' CPU is modelled and the "
+            "step simulated, harness/perfmodel/psstep.py"))
+        _name_link(result, fam, 0.0, links[fam][1], links[fam][2])
     # 2b. or one per curve, from its own 2-worker run(s) or their twin across the link:
     # alpha from commbench, else 0
     curve_links: dict[tuple, tuple[float, float, str]] = {}
@@ -555,9 +512,7 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
             elif fam in links:
                 alpha, beta, how = links[fam]
                 if not pooled:
-                    how = ("the servers' CPU is modelled, so one 2-worker run's remainder is "
-                           "not the link's alone: its link family's pooled fit, "
-                           if modelled else
+                    how = ("the servers' CPU is modelled: " if modelled else
                            "no 2-worker run of this curve: its link family's pooled fit, ") + how
             else:
                 result.skipped.append(f"{_label(r)}: no 2-worker run on its link to fit "
@@ -584,13 +539,15 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
 def table(result: Result) -> str:
     """The held-out table, the per-strategy verdicts against the targets, and where each
     input came from."""
+    bound = {b.run_id: b.short for b in result.bottlenecks}
     lines = [f"{'configuration (held out)':<58} {'measured':>9} {'95% interval':>17} "
-             f"{'predicted':>9} {'error':>7}"]
+             f"{'predicted':>9} {'error':>7}" + ("  bound by (measured)" if bound else "")]
     for r in result.rows:
         ci = (f"[{r.measured_low * 1e3:.0f}, {r.measured_high * 1e3:.0f}] ms"
               if r.measured_low is not None and r.measured_high is not None else "-")
-        lines.append(f"{r.label:<58} {r.measured * 1e3:>7.1f}ms {ci:>17} "
-                     f"{r.predicted * 1e3:>7.1f}ms {r.error:>+7.1%}")
+        lines.append((f"{r.label:<58} {r.measured * 1e3:>7.1f}ms {ci:>17} "
+                      f"{r.predicted * 1e3:>7.1f}ms {r.error:>+7.1%}  "
+                      + bound.get(r.run_id, "")).rstrip())
     lines.append("")
     for s, v in result.by_strategy().items():
         lines.append(f"{s}: median |error| {v['median']:.1%} (target <= "

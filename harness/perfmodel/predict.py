@@ -11,10 +11,11 @@ efficiency = t_iter(1 device) / t_iter(N devices).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from harness.perfmodel import ModelInputError, network, overlap, placement
+from harness.perfmodel import ModelInputError, network, overlap, placement, psstep
 from models.cost import NetworkCost, cost
 
 STRATEGIES = ("allreduce", "horovod", "ps")
@@ -65,8 +66,9 @@ class ServerCost:
     """A parameter server's own CPU time per step, in core-seconds per byte it holds:
     `per_byte` once per step (applying the update), `per_client_byte` for each client
     (receiving and summing its push, serving its pull). Only matters where the servers
-    share a CPU quota with a worker (emulated hosts): it then lengthens that host's step,
-    overlapping the wire's time (predict: the longer of the two counts)."""
+    share a CPU quota with a worker (emulated hosts): the step is then simulated tensor by
+    tensor (psstep; where a node's devices sum first, compute plus the longer of the
+    servers' time and the wire's)."""
 
     per_byte: float
     per_client_byte: float
@@ -294,8 +296,48 @@ def predict(s: Scenario, compute: Compute) -> Prediction:
                      "its time is hidden behind it; the longer of the two bounds the step")
     single = compute.total + server_time(replace(s, nodes=1, devices_per_node=1, ps=1), net)[0]
     t_iter = compute.total + t_server + exposed
+    if simulated(s):
+        t_iter, busy, more = _simulate(s, net, inter, compute)
+        single = _simulate(replace(s, nodes=1, devices_per_node=1, ps=1), net, inter,
+                           compute)[0]
+        notes += more
+        t_server = max(0.0, min(t_server, t_iter - compute.total))
+        exposed = max(0.0, t_iter - compute.total - t_server)
+        detail.update(busy)
     return Prediction(s, compute, t_comm, exposed, t_iter, single, tuple(notes), detail,
                       t_server)
+
+
+def simulated(s: Scenario) -> bool:
+    """Whether the step is simulated tensor by tensor (psstep): synchronous parameter
+    servers sharing quota-limited hosts with their workers, one client per worker."""
+    return servers_share_quota(s) and not (s.ps_local_aggregation and s.devices_per_node > 1)
+
+
+def _simulate(s: Scenario, net: NetworkCost, inter: network.Link, compute: Compute
+              ) -> tuple[float, dict[str, Any], list[str]]:
+    """The step played out (psstep.simulate): a worker's compute at its share of its
+    host's quota (cpus_per_host / devices_per_node, the share its 1-worker compute was
+    measured at) as core-seconds, the servers' cost, the placement and the link's rate."""
+    assert s.server_cost is not None
+    share = s.cpus_per_host / s.devices_per_node
+    plc = placement.place([(t.key, t.nbytes) for t in net.tensors], s.ps, s.ps_placement,
+                          s.model)
+    rate = 1.0 / inter.beta if inter.beta > 0 else math.inf
+    res = psstep.simulate(net, plc.assignment, s.nodes, s.devices_per_node, s.cpus_per_host,
+                          rate, (compute.total - compute.t_b) * share, compute.t_b * share,
+                          s.server_cost.per_byte, s.server_cost.per_client_byte)
+    notes = [f"the step simulated tensor by tensor (harness/perfmodel/psstep.py): each "
+             f"host's {s.cpus_per_host:g} CPU shared by its busy workers and servers, each "
+             "host's egress at "
+             + (f"{rate * 8 / 1e9:.3g} Gbit/s" if rate < math.inf else "no cost")
+             + " shared by its transfers; pushes "
+             "leave as backward produces each gradient, a server sums each push and updates "
+             "once all are in, the next forward waits for every reply"
+             + (f"; the link's alpha ({inter.alpha * 1e6:.0f} us) is not simulated"
+                if inter.alpha else "")]
+    return res.t_iter, {"simulated_cpu_busy": res.cpu_busy,
+                        "simulated_wire_busy": res.wire_busy}, notes
 
 
 def sweep_workers(s: Scenario, compute: Compute, worker_counts: list[int]) -> list[Prediction]:

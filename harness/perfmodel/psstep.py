@@ -1,0 +1,178 @@
+"""A synchronous parameter-server step on hosts of fixed compute, simulated tensor by tensor.
+
+Where servers share CPU-limited hosts with the workers (emulated hosts, `cpus_per_host`),
+no closed form held: measured (harness/bottleneck.py), such a host keeps its CPU quota
+full while its wire carries up to about half the step, and past that neither saturates,
+while "compute plus the longer of the servers' CPU and the wire" over-predicted the first
+kind by up to 36% and missed the second. So the step is played out instead, with each
+resource shared the way the kernel shares it:
+
+* each host's CPU quota is split equally among its busy processes (workers, servers), a
+  process taking at most one core (processor sharing, as CFS with one thread each);
+* each host's egress carries its transfers at the link's rate, split equally among them
+  (tbf shapes each emulated host's egress; loopback within a host is free);
+* a worker computes forward, then backward, and pushes each tensor (each piece, where
+  the placement splits big arrays over servers) as backward produces it (in reverse
+  layer order, in proportion to the layers' MACs: overlap.ready_times);
+* a server spends `per_client_byte` CPU on each push as it arrives, and once every
+  worker's push of a piece is in, `per_byte` on the update, then replies to every worker;
+* a worker starts its next forward once every piece has come back.
+
+Event by event, exactly (rates are constant between events), for a few steps from a
+cold start; the step time is the last interval between worker 0's forward passes.
+
+Its inputs are the model's usual ones and nothing else: the workers' core-seconds per
+step (the 1-worker run's compute at its share), the servers' cost (predict.ServerCost,
+fitted on <= 2-worker runs' telemetry), the placement rule, and the wire's rate. It was
+written after the closed form failed on shi2017-emulated and the MXNet runs of
+scaling-emulated-ps-async (2026-12-02); nothing in it was tuned on them. Held out on
+those and cori2017-emulated (README, "Performance model").
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from harness.perfmodel import overlap
+from models.cost import NetworkCost
+
+#: steps played from a cold start; the last interval is the steady step
+STEPS = 3
+_EPS = 1e-12
+
+
+@dataclass(frozen=True)
+class StepResult:
+    t_iter: float
+    #: per host, the share of its quota its processes used, and of the step its egress
+    #: carried something, over the last step
+    cpu_busy: tuple[float, ...]
+    wire_busy: tuple[float, ...]
+
+
+@dataclass
+class _Task:
+    work: float  # core-seconds (CPU) or bytes (wire) left
+    done: Callable[[], None]
+
+
+def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nodes: int,
+             per_node: int, quota: float, bytes_per_s: float, forward_cs: float,
+             backward_cs: float, per_byte: float, per_client_byte: float,
+             steps: int = STEPS) -> StepResult:
+    """One steady synchronous step of `nodes` hosts of `per_node` workers with the servers
+    of `assignment` ((tensor key, bytes, server) pieces; server i on host i mod nodes).
+    `forward_cs` and `backward_cs`: a worker's core-seconds per step; `bytes_per_s`: each
+    host's egress (math.inf: free)."""
+    workers = nodes * per_node
+    servers = 1 + max(s for _, _, s in assignment)
+    pieces: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    for i, (key, nbytes, server) in enumerate(assignment):
+        pieces[key].append((i, nbytes, server))
+    # backward's slices, in the order it produces the gradients: (core-s, pieces ready)
+    slices, before = [], 0.0
+    for key, _, frac in overlap.ready_times(net, 1.0):
+        slices.append((backward_cs * (frac - before), pieces.get(key, [])))
+        before = frac
+    whost = [w // per_node for w in range(workers)]
+    shost = [s % nodes for s in range(servers)]
+    # processes: workers 0.., then servers; each runs its CPU tasks in order
+    host_of = whost + shost
+    cpu: list[list[_Task]] = [[] for _ in host_of]
+    wire: dict[int, list[_Task]] = defaultdict(list)
+    starts: list[list[float]] = [[] for _ in range(workers)]
+    pulled = [0] * workers
+    arrived = [0] * len(assignment)
+    now = 0.0
+    busy_cpu = [0.0] * nodes
+    busy_wire = [0.0] * nodes
+    mark = 0.0  # when the measured (last) step began
+
+    def send(src: int, dst: int, nbytes: float, done: Callable[[], None]) -> None:
+        if src == dst or math.isinf(bytes_per_s):
+            done()
+        else:
+            wire[src].append(_Task(float(nbytes), done))
+
+    def begin(w: int) -> None:
+        nonlocal mark
+        starts[w].append(now)
+        pulled[w] = 0
+        if w == 0 and len(starts[0]) == steps:
+            mark = now
+            busy_cpu[:] = [0.0] * nodes
+            busy_wire[:] = [0.0] * nodes
+        if len(starts[w]) > steps:
+            return
+        cpu[w].append(_Task(forward_cs, lambda: None))
+        for cs, ready in slices:
+            cpu[w].append(_Task(cs, lambda w=w, ready=ready: [push(w, p) for p in ready]))
+
+    def push(w: int, piece: tuple[int, int, int]) -> None:
+        i, nbytes, s = piece
+        send(whost[w], shost[s], nbytes, lambda: cpu[workers + s].append(
+            _Task(per_client_byte * nbytes, lambda: summed(piece))))
+
+    def summed(piece: tuple[int, int, int]) -> None:
+        i, nbytes, s = piece
+        arrived[i] += 1
+        if arrived[i] == workers:
+            arrived[i] = 0
+            cpu[workers + s].append(_Task(per_byte * nbytes, lambda: reply(piece)))
+
+    def reply(piece: tuple[int, int, int]) -> None:
+        _, nbytes, s = piece
+        for w in range(workers):
+            send(shost[s], whost[w], nbytes, lambda w=w: pulled_one(w))
+
+    def pulled_one(w: int) -> None:
+        pulled[w] += 1
+        if pulled[w] == len(assignment):
+            begin(w)
+
+    for w in range(workers):
+        begin(w)
+    while len(starts[0]) <= steps:
+        # rates, constant until the next completion
+        running: dict[int, int] = defaultdict(int)
+        for p, queue in enumerate(cpu):
+            if queue:
+                running[host_of[p]] += 1
+        cpu_rate = {h: min(1.0, quota / k) for h, k in running.items()}
+        wire_rate = {h: bytes_per_s / len(q) for h, q in wire.items() if q}
+        dt = math.inf
+        for p, queue in enumerate(cpu):
+            if queue:
+                dt = min(dt, queue[0].work / cpu_rate[host_of[p]])
+        for h, q in wire.items():
+            for t in q:
+                dt = min(dt, t.work / wire_rate[h])
+        if math.isinf(dt):
+            raise RuntimeError("parameter-server step deadlocked (no task can run)")
+        now += dt
+        for h, k in running.items():
+            busy_cpu[h] += dt * min(quota, float(k)) / quota
+        for h in wire_rate:
+            busy_wire[h] += dt
+        finished: list[Callable[[], None]] = []
+        for p, queue in enumerate(cpu):
+            if queue:
+                head = queue[0]
+                head.work -= dt * cpu_rate[host_of[p]]
+                if head.work <= _EPS * max(1.0, forward_cs):
+                    queue.pop(0)
+                    finished.append(head.done)
+        for h, q in wire.items():
+            keep = []
+            for t in q:
+                t.work -= dt * wire_rate.get(h, 0.0)
+                (finished.append(t.done) if t.work <= 1e-6 else keep.append(t))
+            wire[h] = keep
+        for done in finished:
+            done()
+    step = starts[0][steps] - starts[0][steps - 1]
+    return StepResult(step, tuple(b / step for b in busy_cpu),
+                      tuple(b / step for b in busy_wire))
