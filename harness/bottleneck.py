@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from frameworks.plan import node_of
 from harness.perfmodel.traffic import steps_run
@@ -73,10 +74,15 @@ class Bottleneck:
         return f"{', '.join(parts)}: {self.verdict}"
 
 
+def _obj(value: Any) -> dict:
+    """A JSON column as stored (text), or as a run's row holds it before it is stored."""
+    return value if isinstance(value, dict) else json.loads(value or "{}")
+
+
 def host_cores(r: dict) -> dict[int, float]:
     """Mean cores each host's processes used while measuring, by host index."""
-    cores = json.loads(r.get("cpu_cores_by_process_json") or "{}")
-    spec = json.loads(r["spec_json"])
+    cores = _obj(r.get("cpu_cores_by_process_json"))
+    spec = _obj(r["spec_json"])
     nodes, per = spec.get("nodes", 1), spec.get("devices_per_node", 1)
     out: dict[int, float] = {}
     for tag, used in cores.items():
@@ -89,8 +95,7 @@ def host_cores(r: dict) -> dict[int, float]:
 
 def host_bytes_per_step(r: dict) -> dict[int, float]:
     """The larger of each host's sent and received bytes per step, by host index."""
-    moved = (json.loads(r.get("manifest_json") or "{}").get("host", {})
-             .get("emulated", {}).get("bytes")) or {}
+    moved = _obj(r.get("manifest_json")).get("host", {}).get("emulated", {}).get("bytes") or {}
     steps = steps_run(r)
     out: dict[int, float] = {}
     for ns, v in moved.items():
@@ -105,7 +110,7 @@ def check(r: dict) -> Bottleneck | None:
     None where neither can be measured."""
     from runners.emulated import ClusterError, rate_bits
 
-    spec = json.loads(r["spec_json"])
+    spec = _obj(r["spec_json"])
     if r.get("mode") != "throughput" or spec.get("nodes", 1) < 2 or not r.get("t_iter_s"):
         return None
     t = r["t_iter_s"]

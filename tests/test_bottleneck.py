@@ -54,6 +54,10 @@ def test_a_hosts_cpu_sums_its_own_processes_and_its_wire_the_busier_direction():
     idle = {k: v / 2 for k, v in cores.items()}
     assert bottleneck.check(_row(idle, moved, 0.55)).verdict == "wire-bound (host 1)"
     assert bottleneck.check(_row(idle, moved, 1.0)).verdict.startswith("neither saturated")
+    # the sweep reads a run's row before it is stored, its JSON columns still objects
+    row = _row(cores, moved, 1.0)
+    unstored = {k: json.loads(v) if k.endswith("_json") else v for k, v in row.items()}
+    assert bottleneck.check(unstored) == b
     one_host = _row(cores, moved, 1.0, nodes=1)
     assert bottleneck.check(one_host) is None  # nothing crossed a link
 
