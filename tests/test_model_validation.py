@@ -337,6 +337,8 @@ def test_holdout_fits_the_servers_cpu_from_small_runs_and_carries_it_to_8_hosts(
         assert "less its server's measured CPU time" in r.fitted_from
         assert "servers' CPU: fitted on the servers' CPU telemetry" in r.fitted_from
         assert "the step simulated" in r.fitted_from or "step simulated" in r.fitted_from
+        cpu, wire = r.simulated_busy  # the simulated step's busiest host, for the table
+        assert 0.0 < cpu <= 1.0 + 1e-9 and 0.0 <= wire <= 1.0 + 1e-9, r.simulated_busy
     (fitted,) = result.servers.values()
     assert fitted.startswith("1.400 core-ns per byte held + 0.600 per byte per client")
     assert "parameter servers' CPU" in holdout.table(result)

@@ -87,6 +87,9 @@ class HeldOut:
     predicted: float
     fitted_from: str  # which runs gave which input
     run_id: str
+    #: the busiest host's CPU (of its quota) and wire (of the step) in the simulated step
+    #: (psstep), to set beside what bound the measured one; None where not simulated
+    simulated_busy: tuple[float, float] | None = None
 
     @property
     def error(self) -> float:
@@ -370,6 +373,17 @@ def _shaped_beta(link_name: str) -> float | None:
     return 8.0 / bits if bits else None
 
 
+def _bound_text(b: bottleneck.Bottleneck | None, simulated: tuple[float, float] | None
+                ) -> str:
+    """What bound a held-out run, and its CPU and wire against the simulated step's."""
+    if b is None:
+        return ""
+    if simulated is None or b.cpu is None or b.wire is None:
+        return b.short
+    return (f"{b.short}; CPU {b.cpu:.0%} / {simulated[0]:.0%}, "
+            f"wire {b.wire:.0%} / {simulated[1]:.0%}")
+
+
 def _name_link(result: Result, fam: tuple, alpha: float, beta: float, how: str) -> None:
     lib, link_name, cpus = fam
     bw = 1 / beta / 1e9 if beta else float("inf")
@@ -529,7 +543,9 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
                 + (f" (less the cost off the wire); off the wire: {off.text}" if off else "")
                 + (f"; servers' CPU: {sc.server_cost.source}" if sc.server_cost else "")
                 + ("" if not sc.overlap else "; overlap modelled (not linear in the fit)"),
-                r["run_id"]))
+                r["run_id"],
+                (max(p.detail["simulated_cpu_busy"]), max(p.detail["simulated_wire_busy"]))
+                if "simulated_cpu_busy" in p.detail else None))
     if not result.rows:
         raise HoldoutError("no run with more than 2 workers could be predicted: "
                            + "; ".join(result.skipped))
@@ -539,15 +555,18 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
 def table(result: Result) -> str:
     """The held-out table, the per-strategy verdicts against the targets, and where each
     input came from."""
-    bound = {b.run_id: b.short for b in result.bottlenecks}
+    measured = {b.run_id: b for b in result.bottlenecks}
     lines = [f"{'configuration (held out)':<58} {'measured':>9} {'95% interval':>17} "
-             f"{'predicted':>9} {'error':>7}" + ("  bound by (measured)" if bound else "")]
+             f"{'predicted':>9} {'error':>7}"
+             + (("  bound by (measured; busiest host's CPU / wire, measured vs simulated)"
+                 if any(r.simulated_busy for r in result.rows) else "  bound by (measured)")
+                if measured else "")]
     for r in result.rows:
         ci = (f"[{r.measured_low * 1e3:.0f}, {r.measured_high * 1e3:.0f}] ms"
               if r.measured_low is not None and r.measured_high is not None else "-")
         lines.append((f"{r.label:<58} {r.measured * 1e3:>7.1f}ms {ci:>17} "
                       f"{r.predicted * 1e3:>7.1f}ms {r.error:>+7.1%}  "
-                      + bound.get(r.run_id, "")).rstrip())
+                      + _bound_text(measured.get(r.run_id), r.simulated_busy)).rstrip())
     lines.append("")
     for s, v in result.by_strategy().items():
         lines.append(f"{s}: median |error| {v['median']:.1%} (target <= "
