@@ -38,6 +38,11 @@ LAUNCHERS = ("auto", "local", "mpirun", "horovodrun", "slurm")
 #: image build`, each process in its own container; runners/container.py).
 ENVS = ("venv", "container")
 ORDERS = ("interleaved", "sequential")
+#: Where parameter servers run: "shared": server i on the workers' host i mod nodes, the
+#: coordinator (MXNet's scheduler, TensorFlow's chief) on host 0; "own": each server on a
+#: host of its own after the workers' hosts, and the coordinator on one more (the Cori
+#: study's layout, so the workers' hosts run workers only).
+PS_HOSTS = ("shared", "own")
 
 
 #: Every framework, from its own folder (frameworks/support.py): name -> what it supports.
@@ -92,6 +97,8 @@ class RunSpec:
     #: runners/cgroups.py), so a host's speed does not depend on how many hosts are
     #: busy; 0: every host shares every core
     cpus_per_host: float = 0.0
+    #: see PS_HOSTS
+    ps_hosts: str = "shared"
     env: str = "venv"  # see ENVS
     #: How the sweep schedules this run's trials against the configurations compared with
     #: it (harness/interleave.py): "interleaved" (default) or "sequential".
@@ -105,6 +112,12 @@ class RunSpec:
     @property
     def workers(self) -> int:
         return self.nodes * self.devices_per_node
+
+    @property
+    def hosts(self) -> int:
+        """Hosts the run takes: its nodes, and with ps_hosts = "own" one per server and
+        one for the coordinator (frameworks/plan.node_of places them)."""
+        return self.nodes + (self.ps + 1 if self.ps_hosts == "own" else 0)
 
     @property
     def resolved_launcher(self) -> str:
@@ -259,6 +272,10 @@ FIELDS: dict[str, Field] = {
     "cpus_per_host": Field(float, "CPUs of compute per emulated host (a cgroup quota on "
                                   "its own cores; needs link; 0: hosts share every core)",
                            low=0, high=4096, since="0.4"),
+    "ps_hosts": Field(str, "where parameter servers run: shared (server i on worker host i, "
+                           "the scheduler or chief on host 0) or own (a host per server and "
+                           "one for the scheduler or chief, after the workers' hosts; needs "
+                           "link)", choices=PS_HOSTS, since="0.5"),
     "env": Field(str, "run workers in the framework's venv (default) or each in a container "
                       "of its image (see dnnbench image build)", choices=ENVS, since="0.2"),
     "order": Field(str, "interleaved: compared configurations take turns trial by trial; "
@@ -383,6 +400,12 @@ LAUNCH_RULES: tuple[Rule, ...] = (
          "has scheduler, server and worker roles; use local", False,
          {"framework": "mxnet", "strategy": "ps-sync", "ps": 1, "devices_per_node": 2,
           "launcher": "mpirun"}),
+    Rule(lambda s: s.ps_hosts == "own" and s.resolved_launcher == "slurm",
+         "ps_hosts = 'own' is not supported under Slurm yet: srun spreads the servers "
+         "cyclically over the job's nodes; use ps_hosts = 'shared', or emulated hosts "
+         "(link) with the local launcher", True,
+         {"framework": "mxnet", "strategy": "ps-sync", "ps": 1, "nodes": 2,
+          "ps_hosts": "own", "launcher": "slurm"}),
     Rule(lambda s: s.env == "container" and s.cpus_per_host > 0,
          "env = 'container' with cpus_per_host is not supported yet: the container engine "
          "would put each container in a cgroup of its own, outside its host's limits; "
@@ -446,9 +469,11 @@ def validate(spec: RunSpec) -> None:
         from runners.cgroups import CgroupError, plan
 
         try:
-            plan(spec.nodes, spec.cpus_per_host)
+            plan(spec.hosts, spec.cpus_per_host)
         except CgroupError as exc:
-            raise SpecError(str(exc)) from None
+            why = (f" (ps_hosts = 'own': {spec.nodes} workers' hosts + {spec.ps} servers' + "
+                   "1 for the scheduler or chief)" if spec.hosts != spec.nodes else "")
+            raise SpecError(f"{exc}{why}") from None
     launcher = spec.resolved_launcher
     for rule in LAUNCH_RULES:
         if rule.broken_by(spec):
@@ -466,6 +491,14 @@ def validate(spec: RunSpec) -> None:
         raise SpecError(f"strategy {spec.strategy!r} needs ps >= 1 parameter servers")
     if spec.strategy not in PS_STRATEGIES and spec.ps:
         raise SpecError(f"ps = {spec.ps} only applies to ps-sync / ps-async strategies")
+    if spec.ps_hosts == "own" and spec.strategy not in PS_STRATEGIES:
+        raise SpecError(f"ps_hosts = 'own' places parameter servers, but strategy "
+                        f"{spec.strategy!r} has none; use ps-sync or ps-async, or "
+                        "ps_hosts = 'shared'")
+    if spec.ps_hosts == "own" and not spec.link and spec.resolved_launcher != "slurm":
+        raise SpecError("ps_hosts = 'own' gives each server a host of its own, but link is "
+                        "empty (every process on this host); set link, e.g. link = "
+                        "'1gbit', to run on emulated hosts")
     from models.cost import ShapeError, cost  # pure Python, cheap
 
     try:

@@ -32,20 +32,46 @@ class PlanContext:
         return self.hosts[node % len(self.hosts)]
 
 
-#: Roles that serve every worker (parameter servers): server i runs on node i mod nodes.
+#: Roles that serve every worker (parameter servers).
 SERVER_ROLES = ("server", "ps")
 
 
-def node_of(role: str, index: int, nodes: int, devices_per_node: int) -> int:
+def node_of(role: str, index: int, nodes: int, devices_per_node: int, ps: int = 0,
+            own: bool = False) -> int:
     """The node every plan puts a process on: worker `index` on node index // devices
-    per node, parameter server `index` on node index mod nodes, anything else
-    (scheduler, chief, rendezvous) on node 0. Read back by the harness to sum a host's
-    processes (harness/bottleneck.py), so it stays the plans' one rule."""
+    per node; parameter server `index` on node index mod nodes, or with `own` (ps_hosts =
+    "own", `ps` servers) on node nodes + index, a host of its own; anything else
+    (scheduler, chief, rendezvous) on node 0, or with `own` on node nodes + ps, the one
+    host after the servers'. Read back by the harness to sum a host's processes
+    (harness/bottleneck.py), so it stays the plans' one rule."""
     if role == "worker":
         return index // max(1, devices_per_node)
     if role in SERVER_ROLES:
-        return index % max(1, nodes)
-    return 0
+        return nodes + index if own else index % max(1, nodes)
+    return nodes + ps if own else 0
+
+
+def _field(spec: RunSpec | dict):
+    """A field of a RunSpec, or of a stored run's spec (its JSON as a dict, where fields
+    added later may be missing: their defaults)."""
+    if isinstance(spec, dict):
+        return lambda k: spec.get(k, RunSpec.__dataclass_fields__[k].default) or \
+            RunSpec.__dataclass_fields__[k].default
+    return lambda k: getattr(spec, k)
+
+
+def spec_node_of(spec: RunSpec | dict, role: str, index: int) -> int:
+    """node_of for a RunSpec or a stored run's spec."""
+    get = _field(spec)
+    return node_of(role, index, get("nodes"), get("devices_per_node"), get("ps"),
+                   get("ps_hosts") == "own")
+
+
+def spec_hosts(spec: RunSpec | dict) -> int:
+    """RunSpec.hosts for a RunSpec or a stored run's spec."""
+    get = _field(spec)
+    return RunSpec(framework="", model="", nodes=get("nodes"), ps=get("ps"),
+                   ps_hosts=get("ps_hosts")).hosts
 
 
 def free_port() -> int:
@@ -84,8 +110,7 @@ def workers(spec: RunSpec, ctx: PlanContext, extra=None) -> list[ProcessSpec]:
             if extra:
                 env.update(extra(rank, local, node))
             out.append(ProcessSpec("worker", rank, (ctx.python, "-m", WORKER_MODULE), env,
-                                   host=ctx.host_of(node_of("worker", rank, spec.nodes,
-                                                            spec.devices_per_node))))
+                                   host=ctx.host_of(spec_node_of(spec, "worker", rank))))
     return out
 
 

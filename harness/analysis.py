@@ -21,7 +21,7 @@ from harness import noise, repeat, verdicts
 from harness.commbench import fit as comm_fit
 from harness.perfmodel import validate
 from harness.perfmodel.placement import place
-from harness.scaling import points, synthetic
+from harness.scaling import points, ps_layout, synthetic
 from harness.store import PHASE_COLUMNS, Store
 from models.cost import cost
 
@@ -77,6 +77,7 @@ def config(r: dict, with_env: bool = True, with_nodes: bool = True) -> str:
             + ((f" {r['nodes']} hosts" if with_nodes else " hosts") + f" @ {r['link']}"
                if r.get("link") else "")
             + (f", {r['cpus_per_host']:g} CPU/host" if r.get("cpus_per_host") else "")
+            + (", servers on own hosts" if ps_layout(r) == "own" else "")
             + (" in containers" if with_env and env_of(r) == "container" else ""))
 
 
@@ -345,10 +346,7 @@ def _bound(r: dict) -> str:
     from harness import bottleneck
 
     b = bottleneck.check(r)
-    if b is None:
-        return ""
-    return (f"{b.short} (CPU {b.cpu:.0%}, wire {b.wire:.0%})"
-            if b.cpu is not None and b.wire is not None else b.verdict)
+    return "" if b is None else b.brief
 
 
 def communication(store: Store) -> tuple[Table, Table]:
@@ -471,11 +469,15 @@ def holdout(result: Any) -> Table:
         Column("fitted_from", "inputs and the runs they were fitted on", digits=0)],
         note="A prediction, not a fit: no input comes from the runs in this table. "
              "Bound by: what the run's busiest emulated host saturated (CPU, wire or "
-             "neither; the table 'What bound the step'). "
+             "neither; the table 'What bound the step'), and where the step was simulated "
+             "its busiest host's CPU and wire measured / simulated. "
              + "; ".join(f"link {k}: {v}" for k, v in (result.links if result else {}).items()))
-    bound = {b.run_id: b.short for b in result.bottlenecks} if result else {}
+    from harness.perfmodel.holdout import bound_text
+
+    bound = {b.run_id: b for b in result.bottlenecks} if result else {}
     for r in result.rows if result else []:
-        t.rows.append({"label": r.label, "workers": r.workers, "bound": bound.get(r.run_id),
+        t.rows.append({"label": r.label, "workers": r.workers,
+                       "bound": bound_text(bound.get(r.run_id), r.simulated_busy) or None,
                        "measured_ms": r.measured * 1e3,
                        "low_ms": r.measured_low * 1e3 if r.measured_low else None,
                        "high_ms": r.measured_high * 1e3 if r.measured_high else None,

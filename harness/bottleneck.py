@@ -5,7 +5,8 @@ and each host's interface counters over the run (runners/emulated.py). Summed pe
 they say how busy each of the two resources a host has was:
 
 * CPU: the cores of the processes the plans put on that host (frameworks/plan.py
-  `node_of`: workers, servers, the scheduler or chief) over the host's CPU quota;
+  `node_of`: workers, servers, the scheduler or chief, wherever ps_hosts puts them)
+  over the host's CPU quota;
 * wire: the larger of the bytes its interface sent and received per step (the run's
   steps, traffic.steps_run) over the link's shaped rate, as a share of the step.
 
@@ -27,7 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from frameworks.plan import node_of
+from frameworks.plan import spec_hosts, spec_node_of
 from harness.perfmodel.traffic import steps_run
 
 #: a resource this busy bound the step
@@ -66,6 +67,13 @@ class Bottleneck:
         return self.verdict.split(" (")[0].split(":")[0]
 
     @property
+    def brief(self) -> str:
+        """The verdict with both shares, for a table's cell."""
+        if self.cpu is None or self.wire is None:
+            return self.verdict
+        return f"{self.short} (CPU {self.cpu:.0%}, wire {self.wire:.0%})"
+
+    @property
     def text(self) -> str:
         """One clause for a run's result line."""
         parts = ([f"busiest host's CPU {self.cpu:.0%} of its quota"] if self.cpu is not None
@@ -83,12 +91,11 @@ def host_cores(r: dict) -> dict[int, float]:
     """Mean cores each host's processes used while measuring, by host index."""
     cores = _obj(r.get("cpu_cores_by_process_json"))
     spec = _obj(r["spec_json"])
-    nodes, per = spec.get("nodes", 1), spec.get("devices_per_node", 1)
     out: dict[int, float] = {}
     for tag, used in cores.items():
         m = _TAG.match(tag)
         if m:
-            node = node_of(m.group(1), int(m.group(2)), nodes, per)
+            node = spec_node_of(spec, m.group(1), int(m.group(2)))
             out[node] = out.get(node, 0.0) + used
     return out
 
@@ -111,7 +118,7 @@ def check(r: dict) -> Bottleneck | None:
     from runners.emulated import ClusterError, rate_bits
 
     spec = _obj(r["spec_json"])
-    if r.get("mode") != "throughput" or spec.get("nodes", 1) < 2 or not r.get("t_iter_s"):
+    if r.get("mode") != "throughput" or spec_hosts(spec) < 2 or not r.get("t_iter_s"):
         return None
     t = r["t_iter_s"]
     cpu = cpu_host = wire = wire_host = None
@@ -131,8 +138,9 @@ def check(r: dict) -> Bottleneck | None:
     if cpu is None and wire is None:
         return None
     ps = f" ps{spec.get('ps')}" if spec.get("ps") else ""
+    own = " (servers on own hosts)" if spec.get("ps_hosts") == "own" else ""
     label = (f"{r['framework']} {r['model']} {r['strategy']}{ps} x{r['workers']} on "
-             f"{spec['nodes']} hosts")
+             f"{spec_hosts(spec)} hosts{own}")
     return Bottleneck(label, r["run_id"], t, cpu, cpu_host, wire, wire_host)
 
 

@@ -124,7 +124,7 @@ def placed(spec, python: str, source_root: str, run_id: str,
     # a host's cores: its CPU limit (a fraction of a core still runs one thread), else
     # its share of this machine's
     cores = (int(cluster.cpus_per_host) if cluster.cpus_per_host
-             else (os.cpu_count() or 1) // spec.nodes)
+             else (os.cpu_count() or 1) // spec.hosts)
     ctx = PlanContext(python, source_root, run_id, hosts=tuple(cluster.addresses),
                       cores_per_host=max(1, cores))
     procs = plan(spec, ctx)

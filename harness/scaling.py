@@ -25,6 +25,12 @@ def cpus_per_worker(r: dict) -> float:
     return cpus / per_node
 
 
+def ps_layout(r: dict) -> str:
+    """Where a stored run's parameter servers ran (ps_hosts): "shared" or "own"; "" for a
+    run without servers (rows stored before the column existed ran them shared)."""
+    return (r.get("ps_hosts") or "shared") if r.get("ps") else ""
+
+
 def _limits(r: dict) -> tuple[str, float]:
     return r.get("link") or "", round(cpus_per_worker(r), 9)
 
@@ -48,8 +54,10 @@ def baseline(runs: list[dict], r: dict) -> dict | None:
                 and synthetic(s) == synthetic(r))]
     # the curve's own 1-worker point first (a 1-worker Horovod run still pays Horovod's
     # background thread), then a plain single-device run, then any
+    # (and of its servers' layout: a server on a host of its own adds the wire to it)
     rank = {r.get("strategy"): 0, "single": 1}
-    same.sort(key=lambda s: rank.get(s.get("strategy"), 2))  # stable: newest first within
+    same.sort(key=lambda s: (rank.get(s.get("strategy"), 2),
+                             ps_layout(s) != ps_layout(r)))  # stable: newest first within
     for s in same:
         if _limits(s) == _limits(r):
             return s

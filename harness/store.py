@@ -79,6 +79,9 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
      "all processes on this host"),
     ("cpus_per_host", "REAL", "CPUs", "compute per emulated host (cgroup quota on its own "
      "cores); 0: the hosts shared every core"),
+    ("ps_hosts", "TEXT", "", "where the parameter servers ran: shared (server i on worker "
+     "host i, the scheduler or chief on host 0) or own (a host each, and one for the "
+     "scheduler or chief); empty: no servers, or stored before it was recorded (shared)"),
     ("env", "TEXT", "", "where the worker's software came from: venv (the framework's "
      "virtual environment) or container (its image; the manifest names image and engine)"),
     ("data", "TEXT", "", "input: 'synthetic' or the dataset folder of a real pipeline"),

@@ -117,7 +117,7 @@ def describe(spec) -> str:
     return (f"{spec.framework} {spec.model} b{spec.batch_size} {spec.image_size}px "
             f"{spec.mode} {spec.strategy} x{spec.workers}"
             + (f" ps{spec.ps}" if spec.ps else "")
-            + (f" on {spec.nodes} hosts @ {spec.link}" if spec.link else "")
+            + (f" on {spec.hosts} hosts @ {spec.link}" if spec.link else "")
             + (f" real data ({spec.data})" if spec.data else "")
             + (f" via {spec.launcher}" if spec.launcher not in ("auto", "local") else "")
             + (" in containers" if spec.env == "container" else "") + extra
@@ -289,7 +289,7 @@ class _SweepContext:
         cluster = None
         if first.link:  # one emulated host per node, joined by a link of this rate
             try:
-                cluster, made = emulated.ensure(first.nodes, first.link, first.cpus_per_host)
+                cluster, made = emulated.ensure(first.hosts, first.link, first.cpus_per_host)
             except emulated.ClusterError as exc:
                 for planned in members:
                     self._record_now(planned.spec, "failed", str(exc), self.host)

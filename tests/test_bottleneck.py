@@ -8,22 +8,31 @@ import json
 import pytest
 
 from frameworks.contract import RunSpec
-from frameworks.plan import PlanContext, node_of, plan
+from frameworks.plan import PlanContext, node_of, plan, spec_hosts, spec_node_of
 from harness import bottleneck
 
-HOSTS = ("10.77.0.1", "10.77.0.2", "10.77.0.3")
+HOSTS = tuple(f"10.77.0.{i + 1}" for i in range(12))
 
 
-@pytest.mark.parametrize("framework,strategy,nodes,per,ps", [
-    ("mxnet", "ps-sync", 3, 2, 4), ("mxnet", "ps-async", 2, 1, 3),
-    ("tensorflow", "ps-async", 3, 2, 5), ("torch", "allreduce", 3, 2, 0),
-    ("torch", "horovod", 2, 2, 0)])
-def test_node_of_is_where_every_plan_puts_each_process(framework, strategy, nodes, per, ps):
+@pytest.mark.parametrize("framework,strategy,nodes,per,ps,ps_hosts", [
+    ("mxnet", "ps-sync", 3, 2, 4, "shared"), ("mxnet", "ps-async", 2, 1, 3, "shared"),
+    ("tensorflow", "ps-async", 3, 2, 5, "shared"), ("torch", "allreduce", 3, 2, 0, "shared"),
+    ("torch", "horovod", 2, 2, 0, "shared"), ("mxnet", "ps-sync", 3, 2, 4, "own"),
+    ("tensorflow", "ps-async", 2, 1, 2, "own")])
+def test_node_of_is_where_every_plan_puts_each_process(framework, strategy, nodes, per, ps,
+                                                       ps_hosts):
     spec = RunSpec(framework=framework, model="googlenet", strategy=strategy, nodes=nodes,
-                   devices_per_node=per, ps=ps, link="unshaped")
-    procs = plan(spec, PlanContext("python", ".", "t", hosts=HOSTS[:nodes]))
+                   devices_per_node=per, ps=ps, link="unshaped", ps_hosts=ps_hosts)
+    hosts = HOSTS[:spec.hosts]
+    procs = plan(spec, PlanContext("python", ".", "t", hosts=hosts))
+    stored = json.loads(spec.to_json())  # as the harness reads it back
+    assert spec_hosts(stored) == spec.hosts
     for p in procs:
-        assert p.host == HOSTS[node_of(p.role, p.rank, nodes, per)], (p.role, p.rank, p.host)
+        assert p.host == hosts[spec_node_of(stored, p.role, p.rank)], (p.role, p.rank, p.host)
+    used = {p.host for p in procs}
+    assert used == set(hosts)  # every host the run takes runs something
+    if ps_hosts == "own":  # the workers' hosts run workers only
+        assert {p.role for p in procs if hosts.index(p.host) < nodes} == {"worker"}
 
 
 def _row(cores: dict[str, float], moved: dict[str, dict[str, int]], t: float,
@@ -71,3 +80,49 @@ def test_the_placement_rule_itself():
     assert where == {"scheduler0": 0, "server0": 0, "server1": 1, "server2": 2, "server3": 0,
                      "worker0": 0, "worker1": 0, "worker2": 1, "worker3": 1, "worker4": 2,
                      "worker5": 2}
+    # ps_hosts = "own": a host per server after the workers', the scheduler on the last;
+    # the scheduler's address is the one every role is told to find it at
+    own = RunSpec(framework="mxnet", model="googlenet", strategy="ps-sync", nodes=2,
+                  devices_per_node=1, ps=2, link="unshaped", ps_hosts="own")
+    assert own.hosts == 5
+    procs = plan(own, PlanContext("python", ".", "t", hosts=HOSTS[:5]))
+    where = {f"{p.role}{p.rank}": HOSTS.index(p.host) for p in procs}
+    assert where == {"worker0": 0, "worker1": 1, "server0": 2, "server1": 3, "scheduler0": 4}
+    assert {p.env["DMLC_PS_ROOT_URI"] for p in procs} == {HOSTS[4]}
+    assert node_of("chief", 0, 2, 1, ps=2, own=True) == 4
+    assert node_of("ps", 1, 2, 1, ps=2, own=True) == 3
+
+
+def test_servers_on_hosts_of_their_own_are_summed_on_those_hosts():
+    """ps_hosts = "own": the server's CPU lands on its own host, not a worker's, and a
+    run with one workers' host still crossed links (to its servers)."""
+    cores = {"worker0": 0.2, "worker1": 0.2, "server0": 0.45, "scheduler0": 0.01}
+    moved = {f"dnb-h{i}": {"tx_bytes": 10 * b, "rx_bytes": 10 * b}
+             for i, b in enumerate((20e6, 20e6, 40e6, 1e4))}
+    row = _row(cores, moved, 1.0, nodes=2, per=1, ps=1)
+    spec = json.loads(row["spec_json"])
+    row["spec_json"] = json.dumps({**spec, "ps_hosts": "own"})
+    assert bottleneck.host_cores(row) == pytest.approx({0: 0.2, 1: 0.2, 2: 0.45, 3: 0.01})
+    b = bottleneck.check(row)
+    assert (b.cpu, b.cpu_host, b.wire_host) == (pytest.approx(0.9), 2, 2)
+    assert b.label.endswith("on 4 hosts (servers on own hosts)")
+    one = _row({"worker0": 0.2, "server0": 0.1}, moved, 1.0, nodes=1, per=1, ps=1)
+    one["spec_json"] = json.dumps({**json.loads(one["spec_json"]), "ps_hosts": "own"})
+    assert bottleneck.check(one) is not None
+
+
+def test_the_report_and_the_cli_set_measured_beside_simulated_shares_alike():
+    """A held-out row whose step was simulated shows the measured busiest host's CPU and
+    wire beside the simulated step's, in the report's table as in the CLI's."""
+    from harness import analysis
+    from harness.perfmodel import holdout
+
+    b = bottleneck.Bottleneck("x", "r1", 1.0, 0.95, 2, 0.6, 2)
+    row = holdout.HeldOut("mxnet resnet50 ps1 (own hosts) x4", "ps-sync", 4, 1.0, 0.9, 1.1,
+                          1.05, "inputs", "r1", simulated_busy=(0.8, 0.5))
+    result = holdout.Result(rows=[row], bottlenecks=[b])
+    text = "CPU-bound; CPU 95% / 80%, wire 60% / 50%"
+    assert holdout.bound_text(b, row.simulated_busy) == text
+    assert analysis.holdout(result).rows[0]["bound"] == text
+    assert text in holdout.table(result)
+    assert b.brief == "CPU-bound (CPU 95%, wire 60%)"

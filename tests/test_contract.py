@@ -72,6 +72,28 @@ def test_cpus_per_host_beyond_this_machine_is_refused_before_anything_runs():
     assert spec().config_hash() != spec(link="unshaped", cpus_per_host=1.0).config_hash()
 
 
+def test_servers_on_hosts_of_their_own_are_counted_as_hosts_and_need_servers_and_a_link():
+    import os
+
+    cores = len(os.sched_getaffinity(0))
+    own = dict(framework="mxnet", strategy="ps-sync", ps=2, nodes=2, link="unshaped",
+               ps_hosts="own")
+    assert RunSpec(model="googlenet", **own).hosts == 5  # 2 workers', 2 servers', 1 more
+    assert RunSpec(model="googlenet", **{**own, "ps_hosts": "shared"}).hosts == 2
+    # the quota is checked over every host the run takes, not its nodes
+    with pytest.raises(SpecError, match="5 hosts"):
+        validate(spec(**own, cpus_per_host=cores / 4))
+    validate(spec(**own, cpus_per_host=cores / 5))
+    with pytest.raises(SpecError, match="ps_hosts = 'own'.*strategy 'allreduce' has none"):
+        validate(spec(strategy="allreduce", nodes=2, link="unshaped", ps_hosts="own"))
+    with pytest.raises(SpecError, match="ps_hosts = 'own'.*link is empty"):
+        validate(spec(**{**own, "link": ""}))
+    with pytest.raises(SpecError, match="ps_hosts = 'elsewhere' is not one of: shared, own"):
+        validate(spec(**{**own, "ps_hosts": "elsewhere"}))
+    # runs stored before the field existed keep their identity
+    assert spec().config_hash() == spec(ps_hosts="shared").config_hash()
+
+
 @pytest.mark.parametrize("cpus, nodes, threads", [(0.25, 1, 1), (0.5, 4, 1), (1.0, 2, 1),
                                                   (2.0, 1, 2), (0.0, 1, 0), (0.0, 2, 0)])
 def test_threads_per_worker_follow_the_host_cpu_limit(cpus, nodes, threads):

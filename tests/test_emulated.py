@@ -128,6 +128,39 @@ def test_ddp_and_mxnet_ps_across_two_hosts_cross_the_shaped_link(all_envs, clean
     assert floor * 0.9 < ddp["t_comm_s"] < floor * 4
 
 
+def test_parameter_servers_on_hosts_of_their_own(all_envs, clean, tmp_path):
+    """ps_hosts = "own" (the Cori study's layout): 2 workers' hosts, the server's host and
+    the scheduler's, each under its quota. The kernel's counters show where the server
+    ran: its host sent its replies to both workers (twice a worker host's pushes), the
+    scheduler's host next to nothing; the model's bytes per host and the per-host CPU
+    sums follow the same placement."""
+    from harness import bottleneck
+    from harness.perfmodel import traffic
+
+    db = str(tmp_path / "r.db")
+    proc = run_cli("run", "--framework", "mxnet", "--strategy", "ps-sync", "--ps", "1",
+                   "--ps-hosts", "own", "--nodes", "2", "--link", "1gbit",
+                   "--cpus-per-host", "0.4", "--model", "googlenet", "--image-size", "32",
+                   "--batch", "4", "--steps", "3", "--warmup", "1", "--trials", "2",
+                   "--target-width", "0", "--classes", "10", "--db", db)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "on 4 hosts" in proc.stdout
+    (r,) = _runs(db)
+    assert r["status"] == "ok" and r["ps_hosts"] == "own" and r["nodes"] == 2
+    tx = {h: v["tx_bytes"] for h, v in
+          json.loads(r["manifest_json"])["host"]["emulated"]["bytes"].items()}
+    assert sorted(tx) == ["dnb-h0", "dnb-h1", "dnb-h2", "dnb-h3"]
+    assert tx["dnb-h2"] > 1.7 * max(tx["dnb-h0"], tx["dnb-h1"])
+    assert tx["dnb-h3"] < 0.01 * tx["dnb-h2"]
+    counted = traffic.check(r)
+    assert counted is not None and counted.ok, counted
+    assert counted.modelled == pytest.approx((44.9e6, 22.4e6, 22.4e6), rel=0.01)
+    cores = bottleneck.host_cores(r)
+    assert set(cores) == {0, 1, 2, 3} and cores[2] > 5 * cores[3]
+    assert max(cores.values()) <= 0.4 * 1.1  # each host held to its quota
+    assert leftovers() == []
+
+
 def test_commbench_across_hosts_fits_the_link(all_envs, clean, tmp_path):
     proc = run_cli("commbench", "--library", "torch-gloo", "--hosts", "2", "--link",
                    "1gbit", "--sizes", "4,1M,16M,32M", "--iters", "3", "--db",
@@ -182,9 +215,10 @@ def _ns_pids() -> list[str]:
 @pytest.mark.parametrize("fw,strategy", [
     pytest.param("torch", ("horovod",), id="torch-horovod"),
     # on hosts of one core each: the ps tasks' servers must not size their pools from
-    # the one CPU they see (frameworks/tensorflow/ps_server.py: one thread hung for ever)
-    pytest.param("tensorflow", ("ps-async", "--ps", "2", "--cpus-per-host", "1.0"),
-                 id="tensorflow-ps-async"),
+    # the one CPU they see (frameworks/tensorflow/ps_server.py: one thread hung for ever);
+    # the ps tasks and the chief each on a host of its own (5 hosts of 0.4 CPU)
+    pytest.param("tensorflow", ("ps-async", "--ps", "2", "--cpus-per-host", "0.4",
+                                "--ps-hosts", "own"), id="tensorflow-ps-async"),
     # allreduce across hosts as torch DDP's tests run it, in other frameworks: test-all only
     pytest.param("tensorflow", ("allreduce",), marks=pytest.mark.extended,
                  id="tensorflow-allreduce"),
@@ -215,7 +249,12 @@ def test_horovod_and_tensorflow_strategies_across_hosts(all_envs, clean, tmp_pat
     if "--cpus-per-host" in strategy:  # each host's processes, summed within its quota
         from harness import bottleneck
 
-        assert r["cpus_per_host"] == 1.0 and 0.0 < bottleneck.check(r).cpu <= 1.1
+        assert r["cpus_per_host"] == 0.4 and 0.0 < bottleneck.check(r).cpu <= 1.1
+    if "own" in strategy:  # workers, ps tasks and the chief each on its own host
+        from harness import bottleneck
+
+        assert sorted(moved) == [f"dnb-h{i}" for i in range(5)]
+        assert set(bottleneck.host_cores(r)) == {0, 1, 2, 3, 4}
 
 
 HOLDER = """

@@ -139,6 +139,10 @@ def test_each_hosts_bytes_are_its_clients_pushes_out_and_its_servers_replies_out
     assert host_bytes(replace(s, ps=5), [10, 10, 20, 20, 40], 100)[0] == 2 * 50 + 6 * 50
     local = replace(s, ps_local_aggregation=True)  # 4 clients, one per host
     assert host_bytes(local, [10, 20, 30, 40], 100) == [90 + 30, 80 + 60, 70 + 90, 60 + 120]
+    # servers on hosts of their own: each workers' host pushes its 2 workers' whole
+    # gradients, each server's host replies its bytes to all 8 workers
+    own = replace(s, ps_colocated=False)
+    assert host_bytes(own, [10, 20, 30, 40], 100) == [200] * 4 + [80, 160, 240, 320]
 
 
 def test_a_servers_cpu_time_lengthens_its_hosts_step_under_a_quota():
@@ -202,6 +206,38 @@ def test_servers_sharing_quota_hosts_are_simulated_within_the_bounds_of_their_st
     assert max(p.detail["simulated_wire_busy"]) > 0.5  # the long wire is mostly busy
     assert predict(replace(base, intra=lk, inter=lk, server_cost=None), c).t_iter == \
         pytest.approx(c.total + p.t_comm)
+
+
+def test_servers_on_hosts_of_their_own_are_simulated_on_those_hosts():
+    """ps_hosts = "own": the servers' CPU runs on their own hosts' quota, beside no worker.
+    With a free wire and free servers the step is the workers' compute alone, as with
+    shared hosts; with costly servers it is shorter than on shared hosts (a worker no
+    longer gives its quota to a server) but not shorter than compute plus the busiest
+    server's update after the last push (it waits for every reply); the simulation
+    reports a busy share for every host, the servers' included."""
+    from dataclasses import replace
+
+    from harness.perfmodel.predict import ServerCost, simulated
+
+    c, free = Compute(0.05, 0.1), network.Link("free", 0.0, 0.0)
+    shared = Scenario("resnet50", 8, nodes=4, strategy="ps", ps=2, overlap=False,
+                      image_size=32, num_classes=10, ps_placement="mxnet",
+                      ps_colocated=True, cpus_per_host=0.25, intra=free, inter=free,
+                      server_cost=ServerCost(1e-9, 0.5e-9))
+    own = replace(shared, ps_colocated=False)
+    assert simulated(own)
+    idle = ServerCost(0.0, 0.0)
+    assert predict(replace(own, server_cost=idle), c).t_iter == pytest.approx(
+        predict(replace(shared, server_cost=idle), c).t_iter, rel=1e-9)
+    assert predict(replace(own, server_cost=idle), c).t_iter == pytest.approx(c.total)
+    p_own, p_shared = predict(own, c), predict(shared, c)
+    assert len(p_own.detail["simulated_cpu_busy"]) == 4 + 2
+    assert len(p_shared.detail["simulated_cpu_busy"]) == 4
+    assert p_own.t_iter < p_shared.t_iter
+    busiest = placement.place([(t.key, t.nbytes) for t in cost("resnet50", 32, 10).tensors],
+                              2, "mxnet", "resnet50").max_bytes
+    assert p_own.t_iter >= c.total + busiest * 1e-9 / 0.25 * (1 - 1e-9)
+    assert "a host per server" in " ".join(p_own.assumptions)
 
 
 def test_server_cost_fit_recovers_per_step_and_per_client_costs():

@@ -9,14 +9,15 @@ every such job relies on the runner's timeout (which tears all roles down togeth
 from __future__ import annotations
 
 from frameworks.contract import PS_STRATEGIES, RunSpec
-from frameworks.plan import PlanContext, free_port, node_of, workers
+from frameworks.plan import PlanContext, free_port, spec_node_of, workers
 from runners.spec import ProcessSpec
 
 KVSTORE = {"ps-sync": "dist_sync", "ps-async": "dist_async"}
 
 
 def dmlc_env(spec: RunSpec, ctx: PlanContext, role: str, port: str) -> dict[str, str]:
-    return {"DMLC_ROLE": role, "DMLC_PS_ROOT_URI": ctx.host_of(0), "DMLC_PS_ROOT_PORT": port,
+    return {"DMLC_ROLE": role, "DMLC_PS_ROOT_URI": ctx.host_of(spec_node_of(spec, "scheduler", 0)),
+            "DMLC_PS_ROOT_PORT": port,
             "DMLC_NUM_SERVER": str(spec.ps), "DMLC_NUM_WORKER": str(spec.workers),
             "PS_VERBOSE": "0"}
 
@@ -30,11 +31,10 @@ def plan(spec: RunSpec, ctx: PlanContext) -> list[ProcessSpec]:
     serve = (ctx.python, "-c", "import mxnet")
     procs = [ProcessSpec("scheduler", 0, serve, {**service_env,
                                                  **dmlc_env(spec, ctx, "scheduler", port)},
-                         host=ctx.host_of(0))]
+                         host=ctx.host_of(spec_node_of(spec, "scheduler", 0)))]
     procs += [ProcessSpec("server", i, serve, {**service_env,
                                                **dmlc_env(spec, ctx, "server", port)},
-                          host=ctx.host_of(node_of("server", i, spec.nodes,
-                                                   spec.devices_per_node)))
+                          host=ctx.host_of(spec_node_of(spec, "server", i)))
               for i in range(spec.ps)]
     procs += workers(spec, ctx, lambda rank, local, node: {
         **dmlc_env(spec, ctx, "worker", port),

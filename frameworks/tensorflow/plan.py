@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from frameworks.contract import RunSpec
-from frameworks.plan import WORKER_MODULE, PlanContext, free_port, node_of, worker_env, workers
+from frameworks.plan import WORKER_MODULE, PlanContext, free_port, spec_node_of, worker_env, workers
 from runners.spec import ProcessSpec
 
 QUIET = {"TF_CPP_MIN_LOG_LEVEL": "2"}  # keep TF's C++ start-up chatter out of the logs
@@ -28,16 +28,17 @@ def cluster_config(cluster: dict[str, list[str]], job: str, index: int) -> str:
 def ps_plan(spec: RunSpec, ctx: PlanContext) -> list[ProcessSpec]:
     """ParameterServerStrategy: a chief (the timed loop, rank 0 of the events), the
     workers and the ps tasks as services the runner stops when the chief is done."""
-    cluster = {"chief": [f"{ctx.host_of(0)}:{free_port()}"],
-               "worker": [f"{ctx.host_of(r // spec.devices_per_node)}:{free_port()}"
-                          for r in range(spec.workers)],
-               "ps": [f"{ctx.host_of(node_of('ps', i, spec.nodes, spec.devices_per_node))}:"
-                      f"{free_port()}" for i in range(spec.ps)]}
+    def host(role: str, index: int) -> str:
+        return ctx.host_of(spec_node_of(spec, role, index))
+
+    cluster = {"chief": [f"{host('chief', 0)}:{free_port()}"],
+               "worker": [f"{host('worker', r)}:{free_port()}" for r in range(spec.workers)],
+               "ps": [f"{host('ps', i)}:{free_port()}" for i in range(spec.ps)]}
     chief_env = worker_env(spec, ctx, 0, 0, spec.devices_per_node)
     chief_env.update(QUIET, TF_CONFIG=cluster_config(cluster, "chief", 0), DNNBENCH_THREADS="1",
                      OMP_NUM_THREADS="1")
     procs = [ProcessSpec("chief", 0, (ctx.python, "-m", WORKER_MODULE), chief_env,
-                         host=ctx.host_of(0))]
+                         host=host("chief", 0))]
     serve = (ctx.python, "-m", "frameworks.tensorflow.ps_server")
     for w in workers(spec, ctx):
         env = {**w.env, **QUIET, "TF_CONFIG": cluster_config(cluster, "worker", w.rank)}
@@ -47,8 +48,7 @@ def ps_plan(spec: RunSpec, ctx: PlanContext) -> list[ProcessSpec]:
                "PYTHONNOUSERSITE": "1", "DNNBENCH_THREADS": "1", "OMP_NUM_THREADS": "1",
                "TF_CONFIG": cluster_config(cluster, "ps", i)}
         procs.append(ProcessSpec("ps", i, serve, env, service=True,
-                                 host=ctx.host_of(node_of("ps", i, spec.nodes,
-                                                          spec.devices_per_node))))
+                                 host=host("ps", i)))
     return procs
 
 

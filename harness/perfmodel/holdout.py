@@ -52,7 +52,7 @@ from harness.perfmodel import network, placement, traffic
 from harness.perfmodel.measured import compute_from_baseline
 from harness.perfmodel.predict import Compute, Scenario, ServerCost, predict, ps_clients
 from harness.perfmodel.validate import LIBRARY, STRATEGY_MAP, scenario
-from harness.scaling import baseline
+from harness.scaling import baseline, ps_layout
 from harness.stats import median
 from harness.store import SYNTHETIC, Store
 from models.cost import cost
@@ -66,7 +66,7 @@ TARGET_MEDIAN, TARGET_WORST = 0.10, 0.25
 
 #: What a curve's runs share besides the worker count (and devices per node).
 _CURVE = ("framework", "model", "batch_size", "image_size", "device", "strategy", "link",
-          "cpus_per_host", "ps")
+          "cpus_per_host", "ps", "ps_hosts")
 #: What a small run on other hosts shares with a curve whose link it can stand for: the
 #: same network, step and link, whatever its CPU quota, servers and workers per host.
 _LINK_TWIN = ("framework", "model", "batch_size", "image_size", "device", "strategy", "link")
@@ -126,6 +126,8 @@ class Result:
 
 def _value(r: dict, k: str):
     v = r.get(k)
+    if k == "ps_hosts":
+        return ps_layout(r)
     return (v or 0.0) if k == "cpus_per_host" else (v or "") if k == "link" else \
         (v or 0) if k == "ps" else v
 
@@ -147,7 +149,8 @@ def _crosses_link(r: dict) -> bool:
 def _label(r: dict) -> str:
     limit = (f", {r['cpus_per_host']:g} CPU/host" if r.get("cpus_per_host")
              else ", shared cores" if r.get("link") else "")
-    ps = f" ps{r['ps']}" if r.get("ps") else ""
+    ps = f" ps{r['ps']}" + (" (own hosts)" if ps_layout(r) == "own" else "") \
+        if r.get("ps") else ""
     return (f"{r['framework']} {r['model']} b{r['batch_size']} {r['image_size']}px "
             f"{r['strategy']}{ps} x{r['workers']}"
             + (f" @ {r['link']}{limit}" if r.get("link") else ""))
@@ -234,6 +237,37 @@ def _worker_compute(compute: Compute, base: dict) -> Compute:
     return Compute(compute.t_f * f, compute.t_b * f, compute.t_u * f, compute.t_io * f,
                    compute.t_h2d * f, source=f"{compute.source}, less its server's measured "
                    f"CPU time ({used[0] / q * 1e3:.0f} ms over the {q:g} CPU quota)")
+
+
+def _own_hosts_compute(compute: Compute, base: dict, server: ServerCost) -> Compute:
+    """The baseline's compute where its server ran on a host of its own (ps_hosts =
+    "own"): its step was the worker's compute, the pushes crossing the wire as backward
+    made them, the server's work on its own quota and the replies coming back, so none of
+    it can simply be subtracted. The compute is scaled until the simulated 1-worker step
+    (psstep, with the family's fitted server cost and the wire's shaped rate) takes the
+    measured time: the model run backwards on the one run it is fitted to."""
+    beta = _shaped_beta(base.get("link") or "") or 0.0
+    lk = network.Link("shaped", 0.0, beta)
+    sc = replace(_scenario(base), server_cost=server, intra=lk, inter=lk)
+    target = base["t_iter_s"]
+
+    def scaled(f: float) -> Compute:
+        return Compute(compute.t_f * f, compute.t_b * f, compute.t_u * f, compute.t_io * f,
+                       compute.t_h2d * f, source=compute.source)
+
+    lo, hi = 0.0, 1.0
+    if predict(sc, scaled(lo)).t_iter >= target:  # the step is all wire and server
+        hi = 0.0
+    for _ in range(60):  # the simulated step grows with the compute: bisect its scale
+        if hi - lo < 1e-12:
+            break
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if predict(sc, scaled(mid)).t_iter < target else (lo, mid)
+    f = (lo + hi) / 2
+    out = scaled(f)
+    return replace(out, source=f"{compute.source}, less the wire to its server on a host "
+                   f"of its own and that server's work ({(1 - f) * target * 1e3:.0f} ms, "
+                   "from the simulated 1-worker step)")
 
 
 def _family(r: dict) -> tuple:
@@ -373,9 +407,10 @@ def _shaped_beta(link_name: str) -> float | None:
     return 8.0 / bits if bits else None
 
 
-def _bound_text(b: bottleneck.Bottleneck | None, simulated: tuple[float, float] | None
+def bound_text(b: bottleneck.Bottleneck | None, simulated: tuple[float, float] | None
                 ) -> str:
-    """What bound a held-out run, and its CPU and wire against the simulated step's."""
+    """What bound a held-out run, and its CPU and wire against the simulated step's (one
+    text for the CLI's table and the report's)."""
     if b is None:
         return ""
     if simulated is None or b.cpu is None or b.wire is None:
@@ -465,7 +500,10 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
             # the step is simulated (predict.simulated): the wire is the link's shaped
             # rate, so there is no link to fit
             simulated_fams.add(_family(sample))
-            plans.append((curve, base, _worker_compute(compute, base)))
+            own_hosts = base["strategy"] == "ps-sync" and ps_layout(base) == "own"
+            plans.append((curve, base,
+                          _own_hosts_compute(compute, base, costs[_servers_of(sample)])
+                          if own_hosts else _worker_compute(compute, base)))
             continue
         small = [r for r in curve if 1 < r["workers"] <= FIT_MAX_WORKERS]
         pts = [_point(r, compute) for r in small]
@@ -566,7 +604,7 @@ def table(result: Result) -> str:
               if r.measured_low is not None and r.measured_high is not None else "-")
         lines.append((f"{r.label:<58} {r.measured * 1e3:>7.1f}ms {ci:>17} "
                       f"{r.predicted * 1e3:>7.1f}ms {r.error:>+7.1%}  "
-                      + _bound_text(measured.get(r.run_id), r.simulated_busy)).rstrip())
+                      + bound_text(measured.get(r.run_id), r.simulated_busy)).rstrip())
     lines.append("")
     for s, v in result.by_strategy().items():
         lines.append(f"{s}: median |error| {v['median']:.1%} (target <= "

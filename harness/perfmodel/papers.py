@@ -293,7 +293,7 @@ def _shi_claims(rows: list[dict], evaluate: Callable[[dict], dict], knobs: dict
 
 def measured_claims(runs: list[dict]) -> list[Claim]:
     """The same claims on measured scaling curves: runs of a results DB (ok rows)."""
-    from harness.scaling import baseline, efficiency
+    from harness.scaling import baseline, efficiency, ps_layout
 
     curves: dict[tuple, dict[int, float]] = {}
     for r in runs:
@@ -303,7 +303,7 @@ def measured_claims(runs: list[dict]) -> list[Claim]:
         if e is not None:
             key = (r["framework"], r["model"], r["strategy"], r.get("ps") or 0,
                    r.get("link") or "", r.get("cpus_per_host") or 0.0, r["batch_size"],
-                   r["image_size"])
+                   r["image_size"], ps_layout(r))
             curves.setdefault(key, {})[r["workers"]] = e
     out = []
     for key, pts in sorted(curves.items()):
@@ -313,15 +313,16 @@ def measured_claims(runs: list[dict]) -> list[Claim]:
         # a rise within 5 points is noise (95% intervals of a few % per run)
         ok, note = _non_increasing([pts[w] for w in ws])
         out.append(Claim(f"efficiency falls as workers grow ({key[0]} {key[1]} {key[2]}"
-                         + (f" ps{key[3]}" if key[3] else "") + f" @ {key[4] or 'local'})", ok,
+                         + (f" ps{key[3]}" if key[3] else "") + _own(key[8])
+                         + f" @ {key[4] or 'local'})", ok,
                          ", ".join(f"x{w} {pts[w]:.1%}" for w in ws) + note,
                          "measured (emulated)"))
     out += _servers_claims(curves)
     by_setting: dict[tuple, dict[str, tuple[int, float]]] = {}
     for key, pts in curves.items():
         w = max(pts)
-        by_setting.setdefault((key[0], key[2], key[3], key[4], key[5], key[6], key[7]),
-                              {})[key[1]] = (w, pts[w])
+        by_setting.setdefault((key[0], key[2], key[3], key[4], key[5], key[6], key[7],
+                               key[8]), {})[key[1]] = (w, pts[w])
     for setting, models in sorted(by_setting.items()):
         if len(models) < 2 or len({w for w, _ in models.values()}) != 1:
             continue
@@ -332,11 +333,15 @@ def measured_claims(runs: list[dict]) -> list[Claim]:
         effs = [models[m][1] for m in order]
         ok, note = _non_increasing(effs)
         out.append(Claim("networks with more gradient bytes per FLOP scale worse", ok,
-                         f"x{next(iter(models.values()))[0]} {setting[1]} @ "
+                         f"x{next(iter(models.values()))[0]} {setting[1]}{_own(setting[7])} @ "
                          f"{setting[3] or 'local'}: " + ", ".join(
                              f"{m} {e:.1%}" for m, e in zip(order, effs)) + note,
                          "measured (emulated)"))
     return out
+
+
+def _own(layout: str) -> str:
+    return ", servers on own hosts" if layout == "own" else ""
 
 
 #: a rise of efficiency smaller than this between neighbours is measurement noise
@@ -374,8 +379,8 @@ def _servers_claims(curves: dict[tuple, dict[int, float]]) -> list[Claim]:
         effs = [(ps, per_ps[ps][w]) for ps in sorted(counts[w])]
         # more servers must not lower efficiency: reversed, the list must not rise
         ok, note = _non_increasing([e for _, e in reversed(effs)])
-        out.append(Claim(f"more servers help ({setting[0]} {setting[1]} {setting[2]} x{w} @ "
-                         f"{setting[3] or 'local'})", ok,
+        out.append(Claim(f"more servers help ({setting[0]} {setting[1]} {setting[2]} x{w}"
+                         f"{_own(setting[-1])} @ {setting[3] or 'local'})", ok,
                          ", ".join(f"ps{ps} {e:.1%}" for ps, e in effs) + note,
                          "measured (emulated)"))
     return out

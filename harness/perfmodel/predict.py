@@ -95,8 +95,9 @@ class Scenario:
     #: devices of a node sum their gradients before one push per node (MXNet's
     #: dist_sync_device / local kvstore); False: every device is a PS client of its own
     ps_local_aggregation: bool = False
-    #: servers run on the workers' hosts, server i on host i (how dnnbench places them on
-    #: emulated hosts and under Slurm); False: on hosts of their own (the Cori study)
+    #: servers run on the workers' hosts, server i on host i (dnnbench's ps_hosts =
+    #: "shared", on emulated hosts and under Slurm); False: on hosts of their own
+    #: (ps_hosts = "own", the Cori study)
     ps_colocated: bool = False
     #: each host's CPU quota in cores (emulated hosts; 0: none)
     cpus_per_host: float = 0.0
@@ -152,10 +153,16 @@ def ps_clients(s: Scenario) -> int:
 
 
 def servers_share_quota(s: Scenario) -> bool:
-    """Whether the servers' own CPU time is on the workers' path: a server cost is given,
+    """Whether the servers' own CPU time adds to a worker's step: a server cost is given,
     and servers share quota-limited hosts with the workers."""
-    return (s.strategy == "ps" and s.server_cost is not None and s.ps_colocated
-            and s.cpus_per_host > 0)
+    return servers_on_quota(s) and s.ps_colocated
+
+
+def servers_on_quota(s: Scenario) -> bool:
+    """Whether the servers' own CPU time is limited by a host's quota (theirs, or the one
+    they share with workers), so that it can bound the step: a server cost is given and
+    every host has a quota."""
+    return s.strategy == "ps" and s.server_cost is not None and s.cpus_per_host > 0
 
 
 def host_bytes(s: Scenario, bytes_per_server: list[int], gradient_bytes: int
@@ -163,7 +170,10 @@ def host_bytes(s: Scenario, bytes_per_server: list[int], gradient_bytes: int
     """Bytes each host sends per step where the servers run on the workers' hosts (server
     i on host i mod nodes): its clients' pushes to servers on other hosts, and its servers'
     replies to the pulls of clients on other hosts. A host receives as many (the same
-    traffic the other way), so this is also its ingress.
+    traffic the other way), so this is also its ingress. With servers on hosts of their
+    own (not `ps_colocated`): each workers' host's whole gradient, then each server's
+    host its bytes once per client (the coordinator's host, after them, sends no
+    gradients and is left out).
 
     Per host and direction, not per phase: ps-lite and TensorFlow push and pull per
     tensor, so one tensor's pulls overlap another's pushes, and what bounds the step is
@@ -173,12 +183,14 @@ def host_bytes(s: Scenario, bytes_per_server: list[int], gradient_bytes: int
     0.8-4.4% above this count over 31 steps (start-up's first push and pull); summing
     the busiest push phase and the busiest pull phase counted 1.5x the bytes of
     GoogLeNet's 2-host runs (its 2 servers hold 25% and 75%)."""
-    held = [0.0] * s.nodes
-    for i, b in enumerate(bytes_per_server):
-        held[i % s.nodes] += b
     local = s.ps_local_aggregation and s.devices_per_node > 1
     per_host = 1 if local else s.devices_per_node  # clients on each host
     n = ps_clients(s)
+    if not s.ps_colocated:  # the workers' hosts push everything; each server replies to all
+        return [float(per_host * gradient_bytes)] * s.nodes + [n * b for b in bytes_per_server]
+    held = [0.0] * s.nodes
+    for i, b in enumerate(bytes_per_server):
+        held[i % s.nodes] += b
     return [per_host * (gradient_bytes - h) + (n - per_host) * h for h in held]
 
 
@@ -218,7 +230,7 @@ def _ps_cost(s: Scenario, net: NetworkCost, inter: network.Link,
              f"{s.ps_placement} placement over {s.ps} server(s): busiest holds "
              f"{busiest / 1e6:.2f} MB, imbalance {plc.imbalance:.2f}x the mean",
              "the servers' own CPU time (receive, sum, update) is "
-             + ("modelled below" if servers_share_quota(s) else "not modelled")]
+             + ("modelled below" if servers_on_quota(s) else "not modelled")]
     if local:
         notes.append(f"the {s.devices_per_node} devices of a node sum their gradients over "
                      f"{intra.name} first ({aggregation * 1e3:.1f} ms) and push once per node: "
@@ -310,8 +322,8 @@ def predict(s: Scenario, compute: Compute) -> Prediction:
 
 def simulated(s: Scenario) -> bool:
     """Whether the step is simulated tensor by tensor (psstep): synchronous parameter
-    servers sharing quota-limited hosts with their workers, one client per worker."""
-    return servers_share_quota(s) and not (s.ps_local_aggregation and s.devices_per_node > 1)
+    servers on quota-limited hosts (their workers' or their own), one client per worker."""
+    return servers_on_quota(s) and not (s.ps_local_aggregation and s.devices_per_node > 1)
 
 
 def _simulate(s: Scenario, net: NetworkCost, inter: network.Link, compute: Compute
@@ -326,9 +338,12 @@ def _simulate(s: Scenario, net: NetworkCost, inter: network.Link, compute: Compu
     rate = 1.0 / inter.beta if inter.beta > 0 else math.inf
     res = psstep.simulate(net, plc.assignment, s.nodes, s.devices_per_node, s.cpus_per_host,
                           rate, (compute.total - compute.t_b) * share, compute.t_b * share,
-                          s.server_cost.per_byte, s.server_cost.per_client_byte)
+                          s.server_cost.per_byte, s.server_cost.per_client_byte,
+                          own_hosts=not s.ps_colocated)
+    where = ("its busy workers and servers" if s.ps_colocated else
+             "its busy processes (workers' hosts, then a host per server)")
     notes = [f"the step simulated tensor by tensor (harness/perfmodel/psstep.py): each "
-             f"host's {s.cpus_per_host:g} CPU shared by its busy workers and servers, each "
+             f"host's {s.cpus_per_host:g} CPU shared by {where}, each "
              "host's egress at "
              + (f"{rate * 8 / 1e9:.3g} Gbit/s" if rate < math.inf else "no cost")
              + " shared by its transfers; pushes "

@@ -62,9 +62,10 @@ class _Task:
 def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nodes: int,
              per_node: int, quota: float, bytes_per_s: float, forward_cs: float,
              backward_cs: float, per_byte: float, per_client_byte: float,
-             steps: int = STEPS) -> StepResult:
+             steps: int = STEPS, own_hosts: bool = False) -> StepResult:
     """One steady synchronous step of `nodes` hosts of `per_node` workers with the servers
-    of `assignment` ((tensor key, bytes, server) pieces; server i on host i mod nodes).
+    of `assignment` ((tensor key, bytes, server) pieces; server i on host i mod nodes, or
+    with `own_hosts` on host nodes + i, a host of its own with the same quota).
     `forward_cs` and `backward_cs`: a worker's core-seconds per step; `bytes_per_s`: each
     host's egress (math.inf: free)."""
     workers = nodes * per_node
@@ -78,7 +79,8 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
         slices.append((backward_cs * (frac - before), pieces.get(key, [])))
         before = frac
     whost = [w // per_node for w in range(workers)]
-    shost = [s % nodes for s in range(servers)]
+    shost = [nodes + s if own_hosts else s % nodes for s in range(servers)]
+    hosts = nodes + servers if own_hosts else nodes
     # processes: workers 0.., then servers; each runs its CPU tasks in order
     host_of = whost + shost
     cpu: list[list[_Task]] = [[] for _ in host_of]
@@ -87,8 +89,8 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
     pulled = [0] * workers
     arrived = [0] * len(assignment)
     now = 0.0
-    busy_cpu = [0.0] * nodes
-    busy_wire = [0.0] * nodes
+    busy_cpu = [0.0] * hosts
+    busy_wire = [0.0] * hosts
     mark = 0.0  # when the measured (last) step began
 
     def send(src: int, dst: int, nbytes: float, done: Callable[[], None]) -> None:
@@ -103,8 +105,8 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
         pulled[w] = 0
         if w == 0 and len(starts[0]) == steps:
             mark = now
-            busy_cpu[:] = [0.0] * nodes
-            busy_wire[:] = [0.0] * nodes
+            busy_cpu[:] = [0.0] * hosts
+            busy_wire[:] = [0.0] * hosts
         if len(starts[w]) > steps:
             return
         cpu[w].append(_Task(forward_cs, lambda: None))

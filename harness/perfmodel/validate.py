@@ -185,7 +185,7 @@ def scenario(r: dict, intra: network.Link, inter: network.Link) -> Scenario:
                     ps=spec.get("ps") or 1, image_size=r["image_size"],
                     num_classes=spec.get("num_classes", 1000), overlap=not saturated(r),
                     ps_placement=ps_rules.POLICY.get(r["framework"], "greedy"),
-                    ps_colocated=True,  # dnnbench starts server i on the workers' host i
+                    ps_colocated=spec.get("ps_hosts", "shared") != "own",
                     cpus_per_host=r.get("cpus_per_host") or 0.0)
 
 
