@@ -158,6 +158,13 @@ class TensorFlowTrainer(FeedPhases):
             opt = keras.optimizers.SGD(learning_rate=spec.lr, momentum=spec.momentum)
             if spec.precision == "amp" and spec.device == "cuda":
                 opt = keras.mixed_precision.LossScaleOptimizer(opt)
+            if spec.strategy == "ps-async":
+                # the momentum slots now, inside the scope, so they live on the ps tasks
+                # beside their variables: Keras creates them lazily at the first
+                # apply_gradients, which ParameterServerStrategy traces on the chief, and
+                # they landed on the chief (measured 2026-12-02: the chief's host sent two
+                # gradients' worth per worker step, as much as the ps task's)
+                opt.build(self.model.trainable_variables)
             self.optimizer = opt
         self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         rng = np.random.default_rng(spec.seed + 1 + rank)
