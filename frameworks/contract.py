@@ -115,9 +115,7 @@ class RunSpec:
 
     @property
     def hosts(self) -> int:
-        """Hosts the run takes: its nodes, and with ps_hosts = "own" one per server and
-        one for the coordinator (frameworks/plan.node_of places them)."""
-        return self.nodes + (self.ps + 1 if self.ps_hosts == "own" else 0)
+        return hosts_taken(self.nodes, self.ps, self.ps_hosts)
 
     @property
     def resolved_launcher(self) -> str:
@@ -359,6 +357,13 @@ def _check_host_memory(spec: RunSpec) -> None:
                         f"{need / 2**30:.1f} GiB, more than this host's {host / 2**30:.1f} "
                         "GiB; use a smaller batch or image, or --ignore-memory-check if the "
                         "estimate is wrong for your setup")
+
+
+def hosts_taken(nodes: int, ps: int, ps_hosts: str) -> int:
+    """Hosts a run takes: its nodes, and with ps_hosts = "own" one per server and one for
+    the coordinator (frameworks/plan.node_of places them). A plain function so that a
+    stored run's spec is counted by the same formula as a RunSpec."""
+    return nodes + (ps + 1 if ps_hosts == "own" else 0)
 
 
 @dataclass(frozen=True)

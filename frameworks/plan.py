@@ -12,7 +12,7 @@ import os
 import socket
 from dataclasses import dataclass, field, replace
 
-from frameworks.contract import RunSpec
+from frameworks.contract import RunSpec, hosts_taken
 from runners.spec import ProcessSpec
 
 WORKER_MODULE = "frameworks.worker"
@@ -64,14 +64,30 @@ def spec_node_of(spec: RunSpec | dict, role: str, index: int) -> int:
     """node_of for a RunSpec or a stored run's spec."""
     get = _field(spec)
     return node_of(role, index, get("nodes"), get("devices_per_node"), get("ps"),
-                   get("ps_hosts") == "own")
+                   ps_layout(spec) == "own")
 
 
 def spec_hosts(spec: RunSpec | dict) -> int:
     """RunSpec.hosts for a RunSpec or a stored run's spec."""
     get = _field(spec)
-    return RunSpec(framework="", model="", nodes=get("nodes"), ps=get("ps"),
-                   ps_hosts=get("ps_hosts")).hosts
+    return hosts_taken(get("nodes"), get("ps"), ps_layout(spec))
+
+
+def ps_layout(spec: RunSpec | dict) -> str:
+    """Where a run's parameter servers ran (ps_hosts): "shared" or "own"; "" for a run
+    without servers. Reads a RunSpec, a stored spec or a stored row alike (rows and specs
+    stored before the field existed ran their servers shared): the one reader, so the
+    model, the placement and every label agree on a run's layout."""
+    get = _field(spec)
+    return get("ps_hosts") if get("ps") else ""
+
+
+def layout_note(layout: str, parens: bool = False) -> str:
+    """The words every table appends to a run whose servers had hosts of their own (a
+    ps_layout): ", servers on own hosts", or in parentheses; "" for every other run."""
+    if layout != "own":
+        return ""
+    return " (servers on own hosts)" if parens else ", servers on own hosts"
 
 
 def free_port() -> int:

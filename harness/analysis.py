@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from frameworks.contract import PS_STRATEGIES, SUPPORT
+from frameworks.plan import layout_note, ps_layout
 from harness import noise, repeat, verdicts
 from harness.commbench import fit as comm_fit
 from harness.perfmodel import validate
 from harness.perfmodel.placement import place
-from harness.scaling import points, ps_layout, synthetic
+from harness.scaling import points, synthetic
 from harness.store import PHASE_COLUMNS, Store
 from models.cost import cost
 
@@ -77,7 +78,7 @@ def config(r: dict, with_env: bool = True, with_nodes: bool = True) -> str:
             + ((f" {r['nodes']} hosts" if with_nodes else " hosts") + f" @ {r['link']}"
                if r.get("link") else "")
             + (f", {r['cpus_per_host']:g} CPU/host" if r.get("cpus_per_host") else "")
-            + (", servers on own hosts" if ps_layout(r) == "own" else "")
+            + layout_note(ps_layout(r))
             + (" in containers" if with_env and env_of(r) == "container" else ""))
 
 

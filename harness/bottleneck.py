@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from frameworks.plan import spec_hosts, spec_node_of
+from frameworks.plan import layout_note, ps_layout, spec_hosts, spec_node_of
 from harness.perfmodel.traffic import steps_run
 
 #: a resource this busy bound the step
@@ -138,7 +138,7 @@ def check(r: dict) -> Bottleneck | None:
     if cpu is None and wire is None:
         return None
     ps = f" ps{spec.get('ps')}" if spec.get("ps") else ""
-    own = " (servers on own hosts)" if spec.get("ps_hosts") == "own" else ""
+    own = layout_note(ps_layout(spec), parens=True)
     label = (f"{r['framework']} {r['model']} {r['strategy']}{ps} x{r['workers']} on "
              f"{spec_hosts(spec)} hosts{own}")
     return Bottleneck(label, r["run_id"], t, cpu, cpu_host, wire, wire_host)

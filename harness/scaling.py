@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 
+from frameworks.plan import ps_layout
+
 
 def synthetic(r: dict) -> bool:
     return r.get("data") in (None, "synthetic")
@@ -23,12 +25,6 @@ def cpus_per_worker(r: dict) -> float:
         return 0.0
     per_node = json.loads(r.get("spec_json") or "{}").get("devices_per_node", 1) or 1
     return cpus / per_node
-
-
-def ps_layout(r: dict) -> str:
-    """Where a stored run's parameter servers ran (ps_hosts): "shared" or "own"; "" for a
-    run without servers (rows stored before the column existed ran them shared)."""
-    return (r.get("ps_hosts") or "shared") if r.get("ps") else ""
 
 
 def _limits(r: dict) -> tuple[str, float]:

@@ -284,18 +284,13 @@ def test_holdout_fits_the_link_from_a_small_run_that_crosses_it(tmp_path):
     assert "faster than the 1 Gbit/s wire it crossed" in looped.rows[0].fitted_from
 
 
-@pytest.mark.parametrize("link, bytes_per_s, ps_hosts", [
-    ("1gbit", 1.25e8, "shared"), ("10gbit", 1.25e9, "shared"), ("1gbit", 1.25e8, "own")])
-def test_holdout_fits_the_servers_cpu_from_small_runs_and_carries_it_to_8_hosts(
-        tmp_path, link, bytes_per_s, ps_hosts):
-    """The held-out path run backwards on a parameter-server curve the model itself made
-    from known inputs (worker compute, server core-seconds per byte per step and per
-    client, the wire at the link's shaped rate), stored as runs with per-process
-    telemetry: fitted only on the 1- and 2-host runs, it must give those inputs back and
-    predict the 4- and 8-host runs exactly; the servers' CPU fit is named in the table,
-    and the step is simulated (psstep), at 1 Gbit/s where the wire shows and at 10 where
-    the servers' CPU hides it; with servers on hosts of their own, where the 1-worker
-    run's step holds the wire to its server and back, as the model is run backwards."""
+def _ps_curve(store: Store, link: str, bytes_per_s: float, ps_hosts: str,
+              slow_baseline: float = 1.0) -> list[float]:
+    """A parameter-server curve (1-8 workers, 1-2 servers) the model itself made from known
+    inputs (worker compute 0.75 s, servers 1.4 core-ns per byte held + 0.6 per byte per
+    client, the wire at the link's shaped rate), stored as runs with per-process telemetry;
+    the 1-worker run's t_iter times `slow_baseline` (a disturbed baseline). Returns each
+    run's step beyond compute and servers (the wire's share)."""
     import json
     from dataclasses import replace
 
@@ -309,27 +304,44 @@ def test_holdout_fits_the_servers_cpu_from_small_runs_and_carries_it_to_8_hosts(
     truth = ServerCost(1.4e-9, 0.6e-9)
     lk = network.Link("truth", 0.0, 1 / bytes_per_s)
     shown = []
+    for ps, nodes in ((1, 1), (1, 2), (2, 2), (1, 4), (2, 4), (1, 8), (2, 8)):
+        spec = RunSpec(framework="mxnet", model="resnet50", strategy="ps-sync", ps=ps,
+                       nodes=nodes, batch_size=8, image_size=32, num_classes=10,
+                       link=link, cpus_per_host=0.25, ps_hosts=ps_hosts)
+        row = collect.base_row(spec, "ps", f"ps{ps}x{nodes}", "ok")
+        row["threads"] = None
+        sc = replace(validate.scenario(row, lk, lk), server_cost=truth)
+        assert simulated(sc)
+        p = predict(sc, worker)
+        shown.append(p.t_iter - worker.total - p.t_server)
+        t = p.t_iter * (slow_baseline if nodes == 1 else 1.0)
+        # the servers' core-seconds per step, as telemetry would give them
+        plc = holdout.placement.place(
+            [(x.key, x.nbytes) for x in holdout.cost("resnet50", 32, 10).tensors], ps,
+            sc.ps_placement, "resnet50")
+        cores = {f"server{i}": truth.core_seconds(b, nodes) / t
+                 for i, b in enumerate(plc.bytes_per_server)}
+        row.update(t_iter_s=t, t_iter_low_s=t, t_iter_high_s=t, manifest_json=json.dumps({}),
+                   cpu_cores_by_process_json=json.dumps({"worker0": 0.2, **cores}))
+        store.add(RunRecord(row))
+    return shown
+
+
+@pytest.mark.parametrize("link, bytes_per_s, ps_hosts", [
+    ("1gbit", 1.25e8, "shared"), ("10gbit", 1.25e9, "shared"), ("1gbit", 1.25e8, "own")])
+def test_holdout_fits_the_servers_cpu_from_small_runs_and_carries_it_to_8_hosts(
+        tmp_path, link, bytes_per_s, ps_hosts):
+    """The held-out path run backwards on a parameter-server curve the model made from
+    known inputs (_ps_curve): fitted only on the 1- and 2-host runs, it must give those
+    inputs back and predict the 4- and 8-host runs exactly; the servers' CPU fit is named
+    in the table, and the step is simulated (psstep), at 1 Gbit/s where the wire shows and
+    at 10 where the servers' CPU hides it; with servers on hosts of their own, where the
+    1-worker run's step holds the wire to its server and back, as the model is run
+    backwards."""
+    from harness.perfmodel import holdout
+
     with Store(tmp_path / "ps.db") as store:
-        for ps, nodes in ((1, 1), (1, 2), (2, 2), (1, 4), (2, 4), (1, 8), (2, 8)):
-            spec = RunSpec(framework="mxnet", model="resnet50", strategy="ps-sync", ps=ps,
-                           nodes=nodes, batch_size=8, image_size=32, num_classes=10,
-                           link=link, cpus_per_host=0.25, ps_hosts=ps_hosts)
-            row = collect.base_row(spec, "ps", f"ps{ps}x{nodes}", "ok")
-            row["threads"] = None
-            sc = replace(validate.scenario(row, lk, lk), server_cost=truth)
-            assert simulated(sc)
-            p = predict(sc, worker)
-            shown.append(p.t_iter - worker.total - p.t_server)
-            # the servers' core-seconds per step, as telemetry would give them
-            plc = holdout.placement.place(
-                [(t.key, t.nbytes) for t in holdout.cost("resnet50", 32, 10).tensors], ps,
-                sc.ps_placement, "resnet50")
-            cores = {f"server{i}": truth.core_seconds(b, nodes) / p.t_iter
-                     for i, b in enumerate(plc.bytes_per_server)}
-            row.update(t_iter_s=p.t_iter, t_iter_low_s=p.t_iter, t_iter_high_s=p.t_iter,
-                       manifest_json=json.dumps({}),
-                       cpu_cores_by_process_json=json.dumps({"worker0": 0.2, **cores}))
-            store.add(RunRecord(row))
+        shown = _ps_curve(store, link, bytes_per_s, ps_hosts)
         result = holdout.validate(store)
     # the wire shows beyond compute and the servers at 1 Gbit/s (8 hosts), not at 10
     assert (max(shown) > 0.05) == (link == "1gbit"), shown
@@ -340,6 +352,7 @@ def test_holdout_fits_the_servers_cpu_from_small_runs_and_carries_it_to_8_hosts(
                 "less the wire to its server on a host of its own") in r.fitted_from
         assert "servers' CPU: fitted on the servers' CPU telemetry" in r.fitted_from
         assert "the step simulated" in r.fitted_from or "step simulated" in r.fitted_from
+        assert "scaled by the median over the curve's small runs" in r.fitted_from
         cpu, wire = r.simulated_busy  # the simulated step's busiest host, for the table
         assert 0.0 < cpu <= 1.0 + 1e-9 and 0.0 <= wire <= 1.0 + 1e-9, r.simulated_busy
     (fitted,) = result.servers.values()
@@ -347,6 +360,30 @@ def test_holdout_fits_the_servers_cpu_from_small_runs_and_carries_it_to_8_hosts(
     assert "parameter servers' CPU" in holdout.table(result)
     (named,) = result.links.values()
     assert "the wire's shaped rate" in named and f"{bytes_per_s / 1e9:.3f} GB/s" in named, named
+
+
+@pytest.mark.parametrize("ps_hosts", ["shared", "own"])
+def test_holdout_outvotes_a_disturbed_one_worker_run(tmp_path, ps_hosts):
+    """A simulated curve's compute pools its small runs: with the 1-worker run measured
+    30% slow (as a disturbed 20-second run can be) and the two 2-worker runs right, the
+    median of the three runs' inverted compute is still the true one, so every 4- and
+    8-worker run is predicted exactly (the 1-worker run alone would give a compute 1.3x
+    too large or more)."""
+    from harness.perfmodel import holdout
+
+    with Store(tmp_path / "ps.db") as store:
+        _ps_curve(store, "1gbit", 1.25e8, ps_hosts, slow_baseline=1.3)
+        result = holdout.validate(store)
+    import re
+
+    assert len(result.rows) == 4
+    for r in result.rows:
+        assert r.error == pytest.approx(0.0, abs=1e-6), (r.label, r.error)
+        # the 1-worker run alone gives a compute 1.3x or more too large, and is outvoted
+        scales = dict(re.findall(r"(ps\dx\d) (\d\.\d+)", r.fitted_from))
+        assert set(scales) == {"ps1x1", "ps1x2", "ps2x2"}, r.fitted_from
+        chosen = float(re.search(r"of the 1-worker step: (\d\.\d+)\)", r.fitted_from)[1])
+        assert float(scales["ps1x1"]) > 1.3 * chosen, r.fitted_from
 
 
 def test_traffic_check_allows_start_up_and_nothing_else():

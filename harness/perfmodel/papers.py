@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from frameworks.plan import layout_note, ps_layout
 from harness.perfmodel import network, scenarios
 from models.cost import cost
 
@@ -293,7 +294,7 @@ def _shi_claims(rows: list[dict], evaluate: Callable[[dict], dict], knobs: dict
 
 def measured_claims(runs: list[dict]) -> list[Claim]:
     """The same claims on measured scaling curves: runs of a results DB (ok rows)."""
-    from harness.scaling import baseline, efficiency, ps_layout
+    from harness.scaling import baseline, efficiency
 
     curves: dict[tuple, dict[int, float]] = {}
     for r in runs:
@@ -313,7 +314,7 @@ def measured_claims(runs: list[dict]) -> list[Claim]:
         # a rise within 5 points is noise (95% intervals of a few % per run)
         ok, note = _non_increasing([pts[w] for w in ws])
         out.append(Claim(f"efficiency falls as workers grow ({key[0]} {key[1]} {key[2]}"
-                         + (f" ps{key[3]}" if key[3] else "") + _own(key[8])
+                         + (f" ps{key[3]}" if key[3] else "") + layout_note(key[8])
                          + f" @ {key[4] or 'local'})", ok,
                          ", ".join(f"x{w} {pts[w]:.1%}" for w in ws) + note,
                          "measured (emulated)"))
@@ -333,15 +334,12 @@ def measured_claims(runs: list[dict]) -> list[Claim]:
         effs = [models[m][1] for m in order]
         ok, note = _non_increasing(effs)
         out.append(Claim("networks with more gradient bytes per FLOP scale worse", ok,
-                         f"x{next(iter(models.values()))[0]} {setting[1]}{_own(setting[7])} @ "
+                         f"x{next(iter(models.values()))[0]} {setting[1]}"
+                         f"{layout_note(setting[7])} @ "
                          f"{setting[3] or 'local'}: " + ", ".join(
                              f"{m} {e:.1%}" for m, e in zip(order, effs)) + note,
                          "measured (emulated)"))
     return out
-
-
-def _own(layout: str) -> str:
-    return ", servers on own hosts" if layout == "own" else ""
 
 
 #: a rise of efficiency smaller than this between neighbours is measurement noise
@@ -380,7 +378,7 @@ def _servers_claims(curves: dict[tuple, dict[int, float]]) -> list[Claim]:
         # more servers must not lower efficiency: reversed, the list must not rise
         ok, note = _non_increasing([e for _, e in reversed(effs)])
         out.append(Claim(f"more servers help ({setting[0]} {setting[1]} {setting[2]} x{w}"
-                         f"{_own(setting[-1])} @ {setting[3] or 'local'})", ok,
+                         f"{layout_note(setting[-1])} @ {setting[3] or 'local'})", ok,
                          ", ".join(f"ps{ps} {e:.1%}" for ps, e in effs) + note,
                          "measured (emulated)"))
     return out

@@ -32,7 +32,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from frameworks.plan import spec_hosts
+from frameworks.plan import layout_note, ps_layout, spec_hosts
 from harness.perfmodel import network, placement
 from harness.perfmodel.predict import host_bytes
 from harness.perfmodel.validate import STRATEGY_MAP, scenario
@@ -116,7 +116,7 @@ def check(r: dict) -> Traffic | None:
     if max(modelled) < SMALL_BYTES:  # nothing but control messages to judge
         return None
     ps = f" ps{sc.ps}" if sc.strategy == "ps" else ""
-    own = "" if sc.ps_colocated or sc.strategy != "ps" else " (servers on own hosts)"
+    own = layout_note(ps_layout(spec), parens=True)
     label = (f"{r['framework']} {r['model']} {r['strategy']}{ps} x{r['workers']} on "
              f"{spec_hosts(spec)} hosts{own}")
     return Traffic(label, r["run_id"], steps, tuple(sorted(modelled, reverse=True)),

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from frameworks import ps_rules
 from frameworks.contract import SUPPORT
+from frameworks.plan import ps_layout
 from harness import scaling
 from harness.perfmodel import network
 from harness.perfmodel.measured import (
@@ -185,7 +186,7 @@ def scenario(r: dict, intra: network.Link, inter: network.Link) -> Scenario:
                     ps=spec.get("ps") or 1, image_size=r["image_size"],
                     num_classes=spec.get("num_classes", 1000), overlap=not saturated(r),
                     ps_placement=ps_rules.POLICY.get(r["framework"], "greedy"),
-                    ps_colocated=spec.get("ps_hosts", "shared") != "own",
+                    ps_colocated=ps_layout(spec) != "own",
                     cpus_per_host=r.get("cpus_per_host") or 0.0)
 
 
