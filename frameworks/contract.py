@@ -272,8 +272,9 @@ FIELDS: dict[str, Field] = {
                            low=0, high=4096, since="0.4"),
     "ps_hosts": Field(str, "where parameter servers run: shared (server i on worker host i, "
                            "the scheduler or chief on host 0) or own (a host per server and "
-                           "one for the scheduler or chief, after the workers' hosts; needs "
-                           "link)", choices=PS_HOSTS, since="0.5"),
+                           "one for the scheduler or chief, after the workers' hosts: emulated "
+                           "hosts (link) or the nodes of a Slurm job)", choices=PS_HOSTS,
+                      since="0.5"),
     "env": Field(str, "run workers in the framework's venv (default) or each in a container "
                       "of its image (see dnnbench image build)", choices=ENVS, since="0.2"),
     "order": Field(str, "interleaved: compared configurations take turns trial by trial; "
@@ -405,12 +406,6 @@ LAUNCH_RULES: tuple[Rule, ...] = (
          "has scheduler, server and worker roles; use local", False,
          {"framework": "mxnet", "strategy": "ps-sync", "ps": 1, "devices_per_node": 2,
           "launcher": "mpirun"}),
-    Rule(lambda s: s.ps_hosts == "own" and s.resolved_launcher == "slurm",
-         "ps_hosts = 'own' is not supported under Slurm yet: srun spreads the servers "
-         "cyclically over the job's nodes; use ps_hosts = 'shared', or emulated hosts "
-         "(link) with the local launcher", True,
-         {"framework": "mxnet", "strategy": "ps-sync", "ps": 1, "nodes": 2,
-          "ps_hosts": "own", "launcher": "slurm"}),
     Rule(lambda s: s.env == "container" and s.cpus_per_host > 0,
          "env = 'container' with cpus_per_host is not supported yet: the container engine "
          "would put each container in a cgroup of its own, outside its host's limits; "
@@ -503,7 +498,8 @@ def validate(spec: RunSpec) -> None:
     if spec.ps_hosts == "own" and not spec.link and spec.resolved_launcher != "slurm":
         raise SpecError("ps_hosts = 'own' gives each server a host of its own, but link is "
                         "empty (every process on this host); set link, e.g. link = "
-                        "'1gbit', to run on emulated hosts")
+                        "'1gbit', to run on emulated hosts, or launcher = 'slurm' for "
+                        "the nodes of a cluster")
     from models.cost import ShapeError, cost  # pure Python, cheap
 
     try:

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import frameworks
 import runners
-from frameworks.plan import PlanContext, plan, slurm_mpi
+from frameworks.plan import PlanContext, plan, slurm_mpi, spec_node_of
 from harness import envs, telemetry
 from runners import container, emulated
 from runners.process import LineCallback, StartCallback
-from runners.slurm import SlurmOptions
+from runners.slurm import NODE_MARK, SlurmOptions
 from runners.spec import JobResult, ProcessSpec
 
 
@@ -157,7 +157,13 @@ def slurm_tasks(procs: list, spec, image: dict | None, source_root: str,
                 interval_s: float) -> list:
     """A Slurm run's processes as its tasks: the workers sample themselves (this host
     cannot see compute nodes' processes); with env = "container", each task runs its
-    process in the framework's image, the worker source and data bound at their paths."""
+    process in the framework's image, the worker source and data bound at their paths.
+    With ps_hosts = "own", each task is marked with the node of the job the plan's rule
+    puts it on (frameworks.plan.node_of; runners.slurm.NODE_MARK), so the servers and
+    the scheduler or chief get nodes of their own past the workers'."""
+    if spec.ps_hosts == "own":
+        procs = [replace(p, host=NODE_MARK.format(spec_node_of(spec, p.role, p.rank)))
+                 for p in procs]
     procs = telemetry.self_sampled(procs, interval_s)
     if image is None:
         return procs

@@ -54,6 +54,25 @@ class SlurmError(RuntimeError):
     pass
 
 
+#: A task's host when the plan put it on a given node of the job (ps_hosts = "own":
+#: servers, and the scheduler or chief, each on a node past the workers'): node k of the
+#: allocation, in Slurm's order. Tasks without one go where the job's steps spread them.
+NODE_MARK = "@N{}@"
+_NODE_MARK_RE = re.compile(r"@N(\d+)@")
+
+
+def placed_node(spec: ProcessSpec) -> int | None:
+    """The node of the job a task was placed on (NODE_MARK), or None."""
+    m = _NODE_MARK_RE.fullmatch(spec.host)
+    return int(m[1]) if m else None
+
+
+def job_nodes(specs: list[ProcessSpec], nodes: int) -> int:
+    """Nodes the job allocates: the workers' `nodes`, and every node a task was placed on
+    past them."""
+    return max([nodes] + [k + 1 for k in map(placed_node, specs) if k is not None])
+
+
 @dataclass
 class SlurmOptions:
     """Site settings, not part of a measurement's identity."""
@@ -134,9 +153,14 @@ def check_fits(specs: list[ProcessSpec], nodes: int, partition: str = "") -> Non
     if cpus is None:
         return
     where = f"partition {partition!r}" if partition else "the default partition"
-    if nodes > len(cpus):
-        raise SlurmError(f"the run needs nodes = {nodes}, but {where} has {len(cpus)} "
-                         f"node(s) (sinfo); use nodes <= {len(cpus)} or another partition")
+    total = job_nodes(specs, nodes)
+    if total > len(cpus):
+        own = (f" ({nodes} for the workers, {total - nodes} for the servers and the "
+               "scheduler or chief: ps_hosts = 'own')" if total > nodes else "")
+        raise SlurmError(f"the run needs nodes = {total}{own}, but {where} has {len(cpus)} "
+                         f"node(s) (sinfo); use fewer nodes"
+                         + (" or ps_hosts = 'shared'" if own else "")
+                         + " or another partition")
     workers = computing(specs)
     per_node = -(-len(workers) // nodes)
     threads = int(workers[0].env.get("DNNBENCH_THREADS", "1"))
@@ -170,9 +194,13 @@ def computing(specs: list[ProcessSpec]) -> list[ProcessSpec]:
 
 def srun_line(specs: list[ProcessSpec], nodes: int, mpi: str = "",
               overlap: bool = False) -> list[str]:
+    """The step of the workers (or TensorFlow's chief): block distribution over `nodes`
+    nodes, from the node its first task was placed on (node 0 unless placed)."""
     per_node = -(-len(specs) // nodes)
     cmd = ["srun", f"--nodes={nodes}", f"--ntasks={len(specs)}",
            f"--ntasks-per-node={per_node}", "--kill-on-bad-exit=1", "--export=ALL"]
+    if placed_node(specs[0]):
+        cmd.append(f"--relative={placed_node(specs[0])}")
     if overlap:
         cmd.append("--overlap")
     if mpi:
@@ -185,6 +213,8 @@ ROOT_KEYS = {"DMLC_PS_ROOT_URI", "HOROVOD_GLOO_RENDEZVOUS_ADDR"}
 #: the rendezvous ports (on the first node): picked there when the job starts, since a
 #: port free on the host that planned the job says nothing of a compute node's
 PORT_KEYS = {"MASTER_PORT", "DMLC_PS_ROOT_PORT", "HOROVOD_GLOO_RENDEZVOUS_PORT"}
+#: ps-lite's scheduler port: picked on the scheduler's node where that is not the first
+ROOT_PORT = "DMLC_PS_ROOT_PORT"
 #: bash: `dnnbench_free_port [N]` prints a TCP port P such that nothing listens on P..P+N-1
 #: here (the batch script runs on the job's first node, where the rendezvous binds), taken
 #: below the kernel's ephemeral range (ip_local_port_range) where it leaves room: a port
@@ -254,7 +284,8 @@ def cluster_templates(main: list[ProcessSpec], services: list[ProcessSpec], node
     """TensorFlow's parameter-server cluster under Slurm: each spec's TF_CONFIG (by its
     index in main + services) with every address's host replaced by @N<k>@, the node the
     task will run on: the chief on the first node, service j on node j mod (service
-    nodes), as `--distribution=cyclic` places them. Ports stay the plan's."""
+    nodes), as `--distribution=cyclic` places them, or the node each was placed on
+    (placed_node). Ports stay the plan's."""
     import json
 
     svc_nodes = min(nodes, len(services))
@@ -262,7 +293,8 @@ def cluster_templates(main: list[ProcessSpec], services: list[ProcessSpec], node
     for i, spec in enumerate(main + services):
         task = json.loads(spec.env["TF_CONFIG"])["task"]
         node = 0 if i < len(main) else (i - len(main)) % svc_nodes
-        node_of[(task["type"], task["index"])] = node
+        placed = placed_node(spec)
+        node_of[(task["type"], task["index"])] = node if placed is None else placed
     cluster = json.loads(main[0].env["TF_CONFIG"])["cluster"]
     template = {job: [f"@N{node_of[(job, k)]}@:{addr.rsplit(':', 1)[1]}"
                       for k, addr in enumerate(addrs)] for job, addrs in cluster.items()}
@@ -285,14 +317,16 @@ def _value(key: str, value: str, template: str | None) -> str:
 
 def services_script(services: list[ProcessSpec], templates: dict[int, str] | None = None
                     ) -> str:
-    """A bash `case` over SLURM_PROCID: task i exports service i's variables and runs it.
+    """A bash `case` over SLURM_PROCID: task i says which node it runs on (in the job's
+    output, for whoever reads where a role ran), exports service i's variables and runs it.
     Task 0 is the first role of the plan (the scheduler), on the first node. `templates`
     (service index -> TF_CONFIG with @N<k>@ hosts) are filled with the nodes' addresses."""
     templates = templates or {}
     lines = ["#!/bin/bash", FILL, 'case "$SLURM_PROCID" in']
     for i, svc in enumerate(services):
         exports = " ".join(_value(k, v, templates.get(i)) for k, v in sorted(svc.env.items()))
-        lines.append(f"  {i}) export {exports}; exec "
+        lines.append(f'  {i}) echo "dnnbench: {svc.tag} on node ${{SLURMD_NODENAME-?}}" >&2; '
+                     f"export {exports}; exec "
                      + " ".join(shlex.quote(a) for a in svc.argv) + " ;;")
     lines += ['  *) echo "no service for task $SLURM_PROCID" >&2; exit 1 ;;', "esac"]
     return "\n".join(lines) + "\n"
@@ -308,13 +342,28 @@ def _services_lines(services: list[ProcessSpec], workers: list[ProcessSpec], nod
     dead scheduler or server fails the job instead of leaving workers waiting for it."""
     svc_file = SERVICES_FILE.format(output=shlex.quote(output))
     svc_nodes = min(nodes, len(services))
+    placed = [placed_node(s) for s in services]
+    if all(k is not None for k in placed):
+        # each service on the node the plan placed it on: task i on line i of the
+        # hostfile (Slurm's arbitrary distribution, meant for a step's layout inside an
+        # allocation)
+        step = [
+            'dnnbench_nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))',
+            "printf '%s\\n' " + " ".join(f'"${{dnnbench_nodes[{k}]}}"' for k in placed)
+            + ' > "$svc_file.hosts"',
+            f'SLURM_HOSTFILE="$svc_file.hosts" srun --ntasks={len(services)} '
+            "--distribution=arbitrary --overlap --overcommit --kill-on-bad-exit=1 "
+            '--export=ALL bash "$svc_file" &']
+    else:
+        step = [f"srun --nodes={svc_nodes} --ntasks={len(services)} --distribution=cyclic "
+                "--overlap --overcommit --kill-on-bad-exit=1 --export=ALL bash "
+                '"$svc_file" &']
     return [
         f'svc_file="{svc_file}"',
         "cat > \"$svc_file\" <<'DNNBENCH_SERVICES'",
         services_script(services, templates).rstrip("\n"),
         "DNNBENCH_SERVICES",
-        f"srun --nodes={svc_nodes} --ntasks={len(services)} --distribution=cyclic "
-        "--overlap --overcommit --kill-on-bad-exit=1 --export=ALL bash \"$svc_file\" &",
+        *step,
         "svc=$!",
         " ".join(shlex.quote(a) for a in srun_line(workers, min(nodes, len(workers)), mpi,
                                                    overlap=True)) + " &",
@@ -340,7 +389,7 @@ def _services_lines(services: list[ProcessSpec], workers: list[ProcessSpec], nod
         'kill -0 "$svc" 2>/dev/null || break; sleep 1; done',
         '  kill "$svc" 2>/dev/null; wait "$svc" 2>/dev/null',
         "fi",
-        'rm -f "$svc_file"',
+        'rm -f "$svc_file" "$svc_file.hosts"',
     ]
 
 
@@ -372,7 +421,7 @@ def _header(specs: list[ProcessSpec], nodes: int, job_name: str, output: str, ti
     sizing = computing(specs)
     per_node = -(-len(sizing) // nodes)
     threads = sizing[0].env.get("DNNBENCH_THREADS", "1")
-    lines = [f"#SBATCH --job-name={job_name}", f"#SBATCH --nodes={nodes}",
+    lines = [f"#SBATCH --job-name={job_name}", f"#SBATCH --nodes={job_nodes(specs, nodes)}",
              f"#SBATCH --ntasks-per-node={per_node}", f"#SBATCH --cpus-per-task={threads}",
              f"#SBATCH --time={time_limit(time_s)}", f"#SBATCH --output={output}"]
     for flag, value in (("partition", o.partition), ("account", o.account), ("qos", o.qos),
@@ -401,9 +450,16 @@ def _body(specs: list[ProcessSpec], nodes: int, output: str, o: SlurmOptions,
     lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())
               if k not in ROOT_KEYS | PORT_KEYS]
     ports = sorted(PORT_KEYS & {k for sp in specs for k in sp.env})
+    # the rendezvous: the first node, or the node the scheduler was placed on
+    root = next((placed_node(s) for s in services if s.role == "scheduler"), None) or 0
     if ports:
         lines += ["# the rendezvous port, free on this (the first) node", FREE_PORT]
-        lines += [f"export {k}=$(dnnbench_free_port)" for k in ports]
+        lines += [f"export {k}=$(dnnbench_free_port)" for k in ports
+                  if not (root and k == ROOT_PORT)]
+    if ports and root and ROOT_PORT in ports:  # picked where the scheduler will bind it
+        pick = shlex.quote(f"{FREE_PORT}; dnnbench_free_port")
+        lines.append(f"export {ROOT_PORT}=$(srun --nodes=1 --ntasks=1 --relative={root} "
+                     f"--overlap --export=ALL bash -c {pick})")
     # a cluster of roles with addresses (TensorFlow's parameter servers): every task's
     # TF_CONFIG names every task's node
     tf_cluster = bool(services) and all("TF_CONFIG" in sp.env for sp in specs)
@@ -411,9 +467,9 @@ def _body(specs: list[ProcessSpec], nodes: int, output: str, o: SlurmOptions,
     if tf_cluster and len(workers) != 1:
         raise SlurmError("a TensorFlow parameter-server job has one chief; this plan has "
                          f"{len(workers)}")
-    lines += _node_addresses(nodes)
+    lines += _node_addresses(job_nodes(specs, nodes))
     if ROOT_KEYS & {k for sp in specs for k in sp.env}:
-        lines.append('export DNNBENCH_ROOT_IP="${DNNBENCH_N0-}"')
+        lines.append(f'export DNNBENCH_ROOT_IP="${{DNNBENCH_N{root}-}}"')
     lines += [f'export {k}="$DNNBENCH_ROOT_IP"' for k in sorted(ROOT_KEYS & set(env))]
     if tf_cluster:
         lines.append(f'export TF_CONFIG="$(dnnbench_fill {shlex.quote(templates[0])})"')

@@ -1,5 +1,5 @@
 """The Slurm launcher against a real Slurm: harness/slurm-cluster.sh starts slurmctld and
-two slurmd (Debian's MULTIPLE_SLURMD build) on this machine for these tests."""
+four slurmd (Debian's MULTIPLE_SLURMD build) on this machine for these tests."""
 
 from __future__ import annotations
 
@@ -144,6 +144,82 @@ def test_tensorflow_ps_tasks_learn_every_tasks_node_address(tmp_path):
         assert conf == {"cluster": want, "task": {"type": job, "index": index}}, conf
 
 
+def test_servers_on_nodes_of_their_own(tmp_path):
+    """ps_hosts = "own" under Slurm: the harness marks every task with the node the plans'
+    one rule (frameworks.plan.node_of) gives it, and the job allocates the workers' nodes
+    plus one per server and one for the scheduler or chief. MXNet: the services step lays
+    scheduler and server out by a hostfile (node 3, node 2), and the rendezvous is the
+    scheduler's node. TensorFlow: the chief's step starts at its node, and every task's
+    TF_CONFIG names the ps task at node 2 and the chief at node 3."""
+    import json
+
+    from frameworks.contract import RunSpec
+    from harness.jobs import slurm_tasks
+    from harness.perfmodel.traffic import spec_hosts
+    from runners.slurm import check_fits, cluster_templates, job_nodes, services_script
+
+    def planned(framework: str, strategy: str, ps_hosts: str = "own"
+                ) -> tuple[RunSpec, list[ProcessSpec]]:
+        from frameworks.plan import PlanContext, plan
+
+        spec = RunSpec(framework=framework, model="hepcnn", strategy=strategy, ps=1, nodes=2,
+                       ps_hosts=ps_hosts, launcher="slurm", threads=1)
+        procs = plan(spec, PlanContext("/e/bin/python", "/src", "r1"))
+        return spec, slurm_tasks(procs, spec, None, "/src", 0.0)
+
+    spec, procs = planned("mxnet", "ps-sync")
+    assert spec.hosts == spec_hosts(spec) == job_nodes(procs, spec.nodes) == 4
+    assert {p.tag: p.host for p in procs} == {
+        "scheduler0": "@N3@", "server0": "@N2@", "worker0": "@N0@", "worker1": "@N1@"}
+    text = sbatch_script(procs, spec.nodes, "own", "/out/own-%j.out", 600)
+    (tmp_path / "own.sbatch").write_text(text)
+    assert subprocess.run(["bash", "-n", str(tmp_path / "own.sbatch")]).returncode == 0
+    lines = text.splitlines()
+    assert "#SBATCH --nodes=4" in lines and "#SBATCH --ntasks-per-node=1" in lines
+    assert 'export DNNBENCH_ROOT_IP="${DNNBENCH_N3-}"' in lines
+    # the scheduler's port is picked free on the scheduler's node
+    assert any(ln.startswith("export DMLC_PS_ROOT_PORT=$(srun --nodes=1 --ntasks=1 "
+                             "--relative=3 --overlap") for ln in lines)
+    assert ("printf '%s\\n' \"${dnnbench_nodes[3]}\" \"${dnnbench_nodes[2]}\" > "
+            '"$svc_file.hosts"') in lines
+    assert any(ln.startswith('SLURM_HOSTFILE="$svc_file.hosts" srun --ntasks=2 '
+                             "--distribution=arbitrary") for ln in lines)
+    assert any(ln.startswith("srun --nodes=2 --ntasks=2") and "--relative" not in ln
+               for ln in lines)  # the workers from node 0
+    # a partition of 3 nodes cannot hold it: refused before anything is queued, with why
+    # (check_fits asks sinfo; a stand-in sinfo on PATH answers for 3 nodes)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sinfo").write_text("#!/bin/sh\nprintf 'n1 4\\nn2 4\\nn3 4\\n'\n")
+    (bin_dir / "sinfo").chmod(0o755)
+    old = os.environ["PATH"]
+    os.environ["PATH"] = f"{bin_dir}:{old}"
+    try:
+        with pytest.raises(SlurmError, match=r"needs nodes = 4 \(2 for the workers, 2 for the "
+                           r"servers and the scheduler or chief: ps_hosts = 'own'\)"):
+            check_fits(procs, spec.nodes)
+    finally:
+        os.environ["PATH"] = old
+
+    spec, procs = planned("tensorflow", "ps-async")
+    main = [p for p in procs if p.role == "chief"]
+    services = [p for p in procs if p.role != "chief"]
+    text = sbatch_script(procs, spec.nodes, "tfown", "/out/tfown-%j.out", 600)
+    assert "#SBATCH --nodes=4" in text
+    assert "srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --kill-on-bad-exit=1 --export=ALL " \
+        "--relative=3 --overlap" in text  # the chief alone, on its own node
+    templates = cluster_templates(main, services, spec.nodes)
+    conf = json.loads(templates[0])["cluster"]
+    assert [a.split(":")[0] for a in conf["chief"]] == ["@N3@"]
+    assert [a.split(":")[0] for a in conf["ps"]] == ["@N2@"]
+    assert [a.split(":")[0] for a in conf["worker"]] == ["@N0@", "@N1@"]
+    assert services_script(services, {i - 1: t for i, t in templates.items() if i})
+    # a shared layout is left as it was: nothing marked, the cyclic services step
+    spec, procs = planned("mxnet", "ps-sync", "shared")
+    assert all(p.host == "127.0.0.1" for p in procs) and job_nodes(procs, 2) == 2
+    assert "--distribution=cyclic" in sbatch_script(procs, 2, "sh", "/out/sh-%j.out", 600)
+
+
 def test_site_settings_come_from_the_experiment_file(tmp_path):
     """[slurm] in the experiment file: checked like the flags (one line, names the key)."""
     from harness.experiment import ExperimentError, from_dict
@@ -198,7 +274,8 @@ def slurm(tmp_path_factory):
     state = tmp_path_factory.mktemp("slurm")
     # compute nodes smaller than this host (the login node): 1 CPU each
     env = {**os.environ, "DNNBENCH_SLURM_DIR": str(state), "DNNBENCH_SLURM_CPUS": "1"}
-    up = subprocess.run(["bash", str(SCRIPT), "up", "2"], env=env, capture_output=True,
+    # 4 nodes: 2 workers' and, with ps_hosts = "own", a server's and the scheduler's
+    up = subprocess.run(["bash", str(SCRIPT), "up", "4"], env=env, capture_output=True,
                         text=True, timeout=600)
     assert up.returncode == 0, up.stdout + up.stderr
     conf = {"SLURM_CONF": str(state / "slurm.conf")}
@@ -291,6 +368,27 @@ def test_mxnet_parameter_servers_run_as_one_slurm_job(all_envs, slurm, tmp_path)
     assert "DMLC_ROLE=scheduler" in script and script.count("DMLC_ROLE=server") == 2
     assert _job_processes(_job_id(jobs)) == []
     assert not list(jobs.glob("services-*.sh"))  # the job removed its role script
+
+
+def test_mxnet_servers_on_nodes_of_their_own_under_slurm(all_envs, slurm, tmp_path):
+    """ps_hosts = "own": 2 workers on nodes 1-2, the server on node 3 and the scheduler on
+    node 4 of a 4-node job; the run lands, and every task ran on the node its role was
+    given (each prints its SLURMD_NODENAME: the job's output names them)."""
+    db = str(tmp_path / "r.db")
+    jobs = tmp_path / "jobs"
+    proc = run_cli("run", "--framework", "mxnet", "--strategy", "ps-sync", "--ps", "1",
+                   "--ps-hosts", "own", *COMMON, "--db", db, "--slurm-dir", str(jobs),
+                   env=slurm)
+    assert proc.returncode == 0, proc.stdout + proc.stderr + stored_tails(db)
+    row = sqlite3.connect(db).execute(
+        "SELECT status, nodes, ps, ps_hosts, workers, images_per_s > 0 FROM runs").fetchone()
+    assert row == ("ok", 2, 1, "own", 2, 1), row
+    script = next(jobs.glob("*.sbatch")).read_text()
+    assert "#SBATCH --nodes=4" in script and "--distribution=arbitrary" in script
+    text = next(jobs.glob("*.out")).read_text()
+    assert "dnnbench: server0 on node node3" in text, text
+    assert "dnnbench: scheduler0 on node node4" in text, text
+    assert _job_processes(_job_id(jobs)) == []
 
 
 def test_tensorflow_parameter_servers_run_as_one_slurm_job(all_envs, slurm, tmp_path):
@@ -394,7 +492,7 @@ def test_a_job_waiting_on_drained_nodes_says_why_and_is_cancelled(torch_env, slu
         'warmup = 1\ntrials = 2\ntarget_width = 0\nnum_classes = 10\nthreads = 1\n'
         'nodes = 2\nlauncher = "slurm"\n[slurm]\nqueue_wait_s = 8\n')
     db = str(tmp_path / "r.db")
-    drain = ["scontrol", "update", "nodename=node[1-2]"]
+    drain = ["scontrol", "update", "nodename=node[1-4]"]
     subprocess.run([*drain, "state=drain", "reason=dnnbench-test-maintenance"], env=env,
                    check=True)
     try:
@@ -416,7 +514,7 @@ def test_a_job_waiting_on_drained_nodes_says_why_and_is_cancelled(torch_env, slu
     (("--threads", "2"), "needs 1 task(s) x threads = 2, 2 CPUs on each of 2 node(s), but "
                          "the default partition has 2 nodes with at most 1 (sinfo); set "
                          "threads <= 1"),
-    (("--nodes", "3"), "needs nodes = 3, but the default partition has 2 node(s)")])
+    (("--nodes", "5"), "needs nodes = 5, but the default partition has 4 node(s)")])
 def test_a_job_no_node_can_hold_is_refused_before_it_is_queued(torch_env, slurm, tmp_path,
                                                                 change, message):
     """Slurm accepts a job asking more CPUs per node than any node has and leaves it
