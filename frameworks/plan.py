@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import random
 import socket
 from dataclasses import dataclass, field, replace
 
@@ -90,11 +91,55 @@ def layout_note(layout: str, parens: bool = False) -> str:
     return " (servers on own hosts)" if parens else ", servers on own hosts"
 
 
-def free_port() -> int:
-    """A TCP port free right now on this host (the rendezvous binds it moments later)."""
+#: Ports free_port handed out in this process: a plan asks for several in a row (one per
+#: TensorFlow task), and each must be its own.
+_HANDED: set[int] = set()
+#: free_port's own draw, untouched by anyone seeding the random module
+_DRAW = random.Random()
+#: the lowest port free_port picks (above the usual services' ports)
+LOWEST_PORT = 20000
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (ip_local_port_range)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _bindable(port: int) -> bool:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """A TCP port free right now on every address of this host, which the rendezvous (or
+    a TensorFlow task, a ps-lite scheduler) binds moments later. Drawn below the kernel's
+    ephemeral range, never twice in one process: a port from bind(0) is an ephemeral one,
+    which the kernel may give to any outgoing connection between the pick and the bind
+    (CI, 2026-12-02: a TensorFlow ps task could not bind 0.0.0.0:47007 it had been
+    given). The Slurm batch script picks its ports by the same rule (runners/slurm.py
+    FREE_PORT)."""
+    high = _ephemeral_low()
+    if high - LOWEST_PORT >= 1000:
+        for _ in range(200):
+            port = _DRAW.randrange(LOWEST_PORT, high)
+            if port not in _HANDED and _bindable(port):
+                _HANDED.add(port)
+                return port
+    while True:  # no room below the ephemeral range: the kernel's pick
+        with socket.socket() as s:
+            s.bind(("0.0.0.0", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED:
+            _HANDED.add(port)
+            return port
 
 
 def worker_env(spec: RunSpec, ctx: PlanContext, rank: int, local_rank: int,

@@ -301,6 +301,29 @@ def test_tf_multiworker_mirrored_gets_one_cluster_and_a_task_per_rank():
     assert len(cluster) == 2 and len(set(cluster)) == 2, cluster
 
 
+def test_free_ports_come_from_below_the_ephemeral_range_and_never_twice(monkeypatch):
+    """The ports a plan hands its tasks: below the kernel's ephemeral range (where an
+    outgoing connection cannot take one between the pick and the bind), free on every
+    address, each handed once; a port something holds is passed over."""
+    import socket
+
+    from frameworks import plan as plans
+
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as fh:
+        ephemeral = int(fh.read().split()[0])
+    ports = [plans.free_port() for _ in range(50)]
+    assert len(set(ports)) == 50
+    assert all(plans.LOWEST_PORT <= p < ephemeral for p in ports), ports
+    with socket.socket() as held:
+        held.bind(("0.0.0.0", 0))
+        taken = held.getsockname()[1]
+        draws = iter([taken, ports[0], 23456, 23457])
+        monkeypatch.setattr(plans._DRAW, "randrange", lambda lo, hi: next(draws))
+        monkeypatch.setattr(plans, "_ephemeral_low", lambda: 40000)
+        # held by a socket: skipped; handed before: skipped
+        assert plans.free_port() in (23456, 23457)
+
+
 def test_tf_parameter_server_async_places_variables_on_every_ps(all_envs):
     rec, job, procs = tf_run(all_envs["tensorflow"], strategy="ps-async", ps=2, trials=2)
     assert [p.role for p in procs] == ["chief", "worker", "worker", "ps", "ps"]

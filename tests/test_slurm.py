@@ -391,19 +391,33 @@ def test_mxnet_servers_on_nodes_of_their_own_under_slurm(all_envs, slurm, tmp_pa
     assert _job_processes(_job_id(jobs)) == []
 
 
-def test_tensorflow_parameter_servers_run_as_one_slurm_job(all_envs, slurm, tmp_path):
+@pytest.mark.parametrize("ps_hosts", ["shared", "own"])
+def test_tensorflow_parameter_servers_run_as_one_slurm_job(all_envs, slurm, tmp_path,
+                                                           ps_hosts):
     """ParameterServerStrategy (the Cori study's setup): the chief alone in the main step,
-    the serving workers and the ps in the services step, stopped when the chief is done."""
+    the serving workers and the ps in the services step, stopped when the chief is done.
+    With ps_hosts = "own", the ps task on node 3 and the chief on node 4 (its manifest says
+    where it ran; each service prints its node), the serving workers on nodes 1-2."""
+    import json
+
     db = str(tmp_path / "r.db")
     jobs = tmp_path / "jobs"
     proc = run_cli("run", "--framework", "tensorflow", "--strategy", "ps-async", "--ps", "1",
-                   *COMMON, "--db", db, "--slurm-dir", str(jobs), env=slurm)
+                   "--ps-hosts", ps_hosts, *COMMON, "--db", db, "--slurm-dir", str(jobs),
+                   env=slurm)
     assert proc.returncode == 0, proc.stdout + proc.stderr + stored_tails(db)
     row = sqlite3.connect(db).execute(
         "SELECT status, strategy, nodes, ps, workers, images_per_s > 0 FROM runs").fetchone()
     assert row == ("ok", "ps-async", 2, 1, 2, 1), row
-    assert ":::DNNBENCH_SLURM_EXIT 0" in next(jobs.glob("*.out")).read_text()
+    text = next(jobs.glob("*.out")).read_text()
+    assert ":::DNNBENCH_SLURM_EXIT 0" in text
     assert _job_processes(_job_id(jobs)) == []
+    if ps_hosts == "own":
+        for line in ("ps0 on node node3", "worker0 on node node1", "worker1 on node node2"):
+            assert f"dnnbench: {line}" in text, text
+        (manifest,) = sqlite3.connect(db).execute("SELECT manifest_json FROM runs").fetchone()
+        nodes = {r.get("slurmd_nodename") for r in json.loads(manifest)["ranks"].values()}
+        assert nodes == {"node4"}, manifest  # the chief's
 
 
 def test_a_dead_parameter_server_ends_the_slurm_job(all_envs, slurm, tmp_path):
