@@ -319,7 +319,8 @@ def services_script(services: list[ProcessSpec], templates: dict[int, str] | Non
                     ) -> str:
     """A bash `case` over SLURM_PROCID: task i says which node it runs on (in the job's
     output, for whoever reads where a role ran), exports service i's variables and runs it.
-    Task 0 is the first role of the plan (the scheduler), on the first node. `templates`
+    Task 0 is the first role of the plan (the scheduler), on the first node or the node it
+    was placed on (placed_node). `templates`
     (service index -> TF_CONFIG with @N<k>@ hosts) are filled with the nodes' addresses."""
     templates = templates or {}
     lines = ["#!/bin/bash", FILL, 'case "$SLURM_PROCID" in']

@@ -30,7 +30,9 @@ more workers is predicted from those inputs alone:
   runs with <= 2 workers; the curve's 1-worker compute then excludes its own server's
   measured CPU time. Such a step is simulated tensor by tensor (predict.simulated,
   harness/perfmodel/psstep.py) with the wire at the link's shaped rate, a configuration
-  input: nothing is left to fit. Before it, "compute plus the longer of the servers' CPU
+  input: nothing is left to fit, so the 2-worker runs' t_iter can give compute too; the
+  curve's compute is the median of its 1- and 2-worker runs, each run backwards through
+  the simulated step (`_pooled_compute`). Before it, "compute plus the longer of the servers' CPU
   and the wire", with the link fitted on what the small runs showed beyond their
   servers, failed on shi2017-emulated (median 21.2%, worst 36.1%; 2026-12-02), and the
   additive form before that fitted a 2-host run's link at 2.2 GB/s, 18x its wire;
@@ -229,6 +231,11 @@ def _least_squares(points: list[tuple[float, float, float]]) -> tuple[float, flo
     return (say * sbb - sby * sab) / det, (sby * saa - say * sab) / det
 
 
+def _scaled(compute: Compute, f: float, source: str = "") -> Compute:
+    return Compute(compute.t_f * f, compute.t_b * f, compute.t_u * f, compute.t_io * f,
+                   compute.t_h2d * f, source=source or compute.source)
+
+
 def _worker_compute(compute: Compute, base: dict) -> Compute:
     """The baseline's compute without its own server's CPU time, where that server shared
     the worker's quota (the model adds every host's server time back itself)."""
@@ -237,14 +244,8 @@ def _worker_compute(compute: Compute, base: dict) -> Compute:
     if not q or not used or not compute.total:
         return compute
     f = max(compute.total - used[0] / q, 0.0) / compute.total
-    return Compute(compute.t_f * f, compute.t_b * f, compute.t_u * f, compute.t_io * f,
-                   compute.t_h2d * f, source=f"{compute.source}, less its server's measured "
-                   f"CPU time ({used[0] / q * 1e3:.0f} ms over the {q:g} CPU quota)")
-
-
-def _scaled(compute: Compute, f: float, source: str = "") -> Compute:
-    return Compute(compute.t_f * f, compute.t_b * f, compute.t_u * f, compute.t_io * f,
-                   compute.t_h2d * f, source=source or compute.source)
+    return _scaled(compute, f, f"{compute.source}, less its server's measured CPU time "
+                   f"({used[0] / q * 1e3:.0f} ms over the {q:g} CPU quota)")
 
 
 def _inverted_scale(compute: Compute, r: dict, server: ServerCost) -> float:
