@@ -12,7 +12,15 @@ environment built with Horovod: `dnnbench env setup mxnet`, which `make bench-sc
 does). Also reported: every run's bytes per host, the model's against the emulated hosts'
 counters (harness/perfmodel/traffic.py).
 
-    python -m bench.holdout [--experiments A.toml,B.toml] [--results DIR] [--out FILE]
+With `--repeats N` each experiment is measured N times, one after the other, into a
+database each (`<name>.db`, `<name>-r2.db`, ...), and judged over the repeats
+(harness/perfmodel/holdout_repeats.py): each repeat's own held-out verdict, each
+held-out configuration's measured spread, and the verdict on the median sweep (each
+configuration from its median repeat). One sweep's verdict on this shared machine is one
+draw: cori2017-emulated passed once and failed its repeat (README, "Performance model").
+
+    python -m bench.holdout [--experiments A.toml,B.toml] [--repeats N] [--results DIR]
+                            [--out FILE]
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ sys.path.insert(0, str(REPO))
 
 from bench import write_json  # noqa: E402
 from harness.experiment import load  # noqa: E402
-from harness.perfmodel import holdout  # noqa: E402
+from harness.perfmodel import holdout, holdout_repeats  # noqa: E402
 from harness.store import Store  # noqa: E402
 
 EXPERIMENTS = ("experiments/scaling-emulated.toml,experiments/cori2017-emulated.toml,"
@@ -47,11 +55,7 @@ def measure(experiment: Path, db: Path) -> float:
     return time.monotonic() - t0
 
 
-def check(db: Path, name: str) -> dict:
-    """The held-out validation of one sweep's database, as printed and as JSON."""
-    with Store(str(db)) as store:
-        result = holdout.validate(store, name)
-    print(holdout.table(result))
+def _json(result: holdout.Result) -> dict:
     return {"by_strategy": result.by_strategy(), "links": result.links,
             "servers": result.servers, "skipped": result.skipped,
             "rows": [{"configuration": r.label, "strategy": r.strategy, "workers": r.workers,
@@ -59,6 +63,23 @@ def check(db: Path, name: str) -> dict:
                       "error": r.error, "fitted_from": r.fitted_from} for r in result.rows],
             "traffic": [{"run": t.label, "steps": t.steps, "modelled": t.modelled,
                          "counted": t.measured, "ok": t.ok} for t in result.traffic]}
+
+
+def check(dbs: list[Path], name: str) -> dict:
+    """The held-out validation of one sweep's database, or over several repeats' (each
+    repeat's and the median sweep's), as printed and as JSON."""
+    if len(dbs) == 1:
+        with Store(str(dbs[0])) as store:
+            result = holdout.validate(store, name)
+        print(holdout.table(result))
+        return _json(result)
+    rep = holdout_repeats.validate(dbs, name)
+    print(holdout_repeats.table(rep))
+    return {**_json(rep.median),
+            "repeats": [{"db": str(p), **({"error": r} if isinstance(r, str) else
+                                          {"by_strategy": r.by_strategy()})}
+                        for p, r in zip(dbs, rep.each)],
+            "spread": {f"{e}/{c}": ts for (e, c), ts in rep.sweep.t_iter.items()}}
 
 
 def main() -> int:
@@ -69,23 +90,33 @@ def main() -> int:
     ap.add_argument("--results", default=str(REPO / "results"),
                     help="folder of the sweeps' databases, one per experiment, named after "
                          "it (default: results/)")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="measure each experiment this many times, a database each, and "
+                         "judge the model over the repeats (default 1)")
     ap.add_argument("--out", default=str(REPO / "results" / "bench-holdout.json"))
     a = ap.parse_args()
+    if not 1 <= a.repeats <= 20:
+        ap.error(f"--repeats {a.repeats}: give 1 to 20 (3 gives a median that one disturbed "
+                 "repeat cannot move)")
     report = []
     for item in [x.strip() for x in a.experiments.split(",") if x.strip()]:
         path = Path(item) if Path(item).is_absolute() else REPO / item
         name = load(path).name
-        db = Path(a.results) / f"{name}.db"
-        db.parent.mkdir(parents=True, exist_ok=True)
-        wall = measure(path, db)
-        print(f"\n== {name}: sweep {wall / 60:.1f} min (resumed runs cost nothing), {db}")
+        dbs = [Path(a.results) / (f"{name}.db" if k == 1 else f"{name}-r{k}.db")
+               for k in range(1, a.repeats + 1)]
+        dbs[0].parent.mkdir(parents=True, exist_ok=True)
+        walls = []
+        for k, db in enumerate(dbs, 1):
+            walls.append(measure(path, db))
+            print(f"\n== {name}: repeat {k} of {len(dbs)}: sweep {walls[-1] / 60:.1f} min "
+                  f"(resumed runs cost nothing), {db}")
+        entry = {"experiment": name, "db": [str(d) for d in dbs],
+                 "wall_s": [round(w, 1) for w in walls]}
         try:
-            report.append({"experiment": name, "db": str(db), "wall_s": round(wall, 1),
-                           **check(db, name)})
+            report.append({**entry, **check(dbs, name)})
         except holdout.HoldoutError as exc:
             print(f"held-out validation impossible: {exc}")
-            report.append({"experiment": name, "db": str(db), "wall_s": round(wall, 1),
-                           "error": str(exc)})
+            report.append({**entry, "error": str(exc)})
     write_json(a.out, report)
     return 0
 

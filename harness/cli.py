@@ -181,7 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
                "--intra pcie3 --device-preset p40\n  dnnbench predict --model resnet50 "
                "--batch 16 --image-size 64 --framework torch --workers 1,2,4,8,16 --link "
                "10gbe\n  dnnbench predict --validate --db results/default.db\n"
-               "  dnnbench predict --validate --holdout --db results/scaling-emulated.db",
+               "  dnnbench predict --validate --holdout --db results/scaling-emulated.db\n"
+               "  dnnbench predict --validate --holdout --db r1.db --db r2.db --db r3.db  "
+               "(three repeats of one sweep)",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p_pred.add_argument("--framework", default="torch")
     p_pred.add_argument("--model", default="resnet50")
@@ -208,7 +210,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="seconds per iteration, one device")
     p_pred.add_argument("--t-backward", type=number(float, 0, 3600, low_open=True))
     p_pred.add_argument("--t-update", type=number(float, 0, 3600), default=0.0)
-    p_pred.add_argument("--db", default=DEFAULT_DB, help="measurements for compute and --validate")
+    p_pred.add_argument("--db", action="append", metavar="DB",
+                        help="measurements for compute and --validate (default "
+                             f"{DEFAULT_DB}); with --validate --holdout, give --db once "
+                             "per repeat of the same sweep (a database each): every "
+                             "repeat is validated alone, and the verdict is the median "
+                             "sweep's, each configuration from its median repeat")
     p_pred.add_argument("--validate", action="store_true",
                         help="predicted vs measured for every stored run the model covers")
     p_pred.add_argument("--holdout", action="store_true",
@@ -987,10 +994,15 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from harness.perfmodel import predict as pm
     from harness.perfmodel.measured import NoMeasurement, compute_from_mfu, compute_from_store
     from harness.perfmodel.validate import checks, median_abs_error
-    from harness.store import Store
+    from harness.store import Store, StoreError
     from models.cost import cost
 
     workers = _int_list(args.workers, "--workers") if args.workers else None
+    dbs = args.db or [DEFAULT_DB]
+    if len(dbs) > 1 and not args.holdout:
+        raise UserError(f"--db given {len(dbs)} times: several databases are repeats of one "
+                        "sweep, for --validate --holdout only; give one --db")
+    args.db = dbs[0]
 
     if args.links:
         for lk in network.links().values():
@@ -1005,6 +1017,15 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.validate:
         if not Path(args.db).is_file():
             raise UserError(f"results database {args.db} does not exist")
+        if args.holdout and len(dbs) > 1:
+            from harness.perfmodel import holdout, holdout_repeats
+
+            try:
+                rep = holdout_repeats.validate(dbs, args.experiment, pooled=args.pooled_links)
+            except (holdout.HoldoutError, StoreError) as exc:
+                raise UserError(str(exc)) from None
+            print(holdout_repeats.table(rep))
+            return 0 if all(v["pass"] for v in rep.median.by_strategy().values()) else 1
         if args.holdout:
             from harness.perfmodel import holdout
 

@@ -158,10 +158,13 @@ def slurm_tasks(procs: list, spec, image: dict | None, source_root: str,
     """A Slurm run's processes as its tasks: the workers sample themselves (this host
     cannot see compute nodes' processes); with env = "container", each task runs its
     process in the framework's image, the worker source and data bound at their paths.
-    With ps_hosts = "own", each task is marked with the node of the job the plan's rule
-    puts it on (frameworks.plan.node_of; runners.slurm.NODE_MARK), so the servers and
-    the scheduler or chief get nodes of their own past the workers'."""
-    if spec.ps_hosts == "own":
+    A parameter-server run's tasks are each marked with the node of the job the plans'
+    one rule puts it on (frameworks.plan.node_of; runners.slurm.NODE_MARK), as the local
+    and emulated launchers place them and the model and bottleneck reading assume: server
+    i on node i mod nodes beside the workers, the scheduler or chief on the first; with
+    ps_hosts = "own", the servers and the scheduler or chief on nodes of their own past
+    the workers'."""
+    if spec.ps:
         procs = [replace(p, host=NODE_MARK.format(spec_node_of(spec, p.role, p.rank)))
                  for p in procs]
     procs = telemetry.self_sampled(procs, interval_s)

@@ -283,9 +283,10 @@ def cluster_templates(main: list[ProcessSpec], services: list[ProcessSpec], node
                       ) -> dict[int, str]:
     """TensorFlow's parameter-server cluster under Slurm: each spec's TF_CONFIG (by its
     index in main + services) with every address's host replaced by @N<k>@, the node the
-    task will run on: the chief on the first node, service j on node j mod (service
-    nodes), as `--distribution=cyclic` places them, or the node each was placed on
-    (placed_node). Ports stay the plan's."""
+    task will run on: the node it was placed on (placed_node; the harness places every
+    parameter-server run's tasks), else the chief on the first node and service j on node
+    j mod (service nodes), as `--distribution=cyclic` places unplaced services. Ports stay
+    the plan's."""
     import json
 
     svc_nodes = min(nodes, len(services))
@@ -336,8 +337,10 @@ def services_script(services: list[ProcessSpec], templates: dict[int, str] | Non
 def _services_lines(services: list[ProcessSpec], workers: list[ProcessSpec], nodes: int,
                     output: str, mpi: str, templates: dict[int, str] | None = None
                     ) -> list[str]:
-    """Two job steps: the services (one task per role, spread over the nodes from the
-    first, sharing the workers' CPUs: they mostly wait) and the workers as in every job.
+    """Two job steps: the services (one task per role, each on the node it was placed on,
+    laid out by a hostfile; services not placed, cyclic over the nodes from the first;
+    sharing the workers' CPUs where they share nodes: they mostly wait) and the workers
+    as in every job.
     The job ends with the workers: services still running then are stopped (ps-lite's
     end by themselves); a service step that fails first ends the workers at once, so a
     dead scheduler or server fails the job instead of leaving workers waiting for it."""

@@ -285,12 +285,14 @@ def test_holdout_fits_the_link_from_a_small_run_that_crosses_it(tmp_path):
 
 
 def _ps_curve(store: Store, link: str, bytes_per_s: float, ps_hosts: str,
-              slow_baseline: float = 1.0) -> list[float]:
+              slow_baseline: float = 1.0, slow: dict[tuple[int, int], float] | None = None,
+              tag: str = "") -> list[float]:
     """A parameter-server curve (1-8 workers, 1-2 servers) the model itself made from known
     inputs (worker compute 0.75 s, servers 1.4 core-ns per byte held + 0.6 per byte per
     client, the wire at the link's shaped rate), stored as runs with per-process telemetry;
-    the 1-worker run's t_iter times `slow_baseline` (a disturbed baseline). Returns each
-    run's step beyond compute and servers (the wire's share)."""
+    the 1-worker run's t_iter times `slow_baseline` (a disturbed baseline), and the run of
+    (servers, workers) times `slow[(ps, nodes)]`; run ids end in `tag` (one per repeat).
+    Returns each run's step beyond compute and servers (the wire's share)."""
     import json
     from dataclasses import replace
 
@@ -308,13 +310,14 @@ def _ps_curve(store: Store, link: str, bytes_per_s: float, ps_hosts: str,
         spec = RunSpec(framework="mxnet", model="resnet50", strategy="ps-sync", ps=ps,
                        nodes=nodes, batch_size=8, image_size=32, num_classes=10,
                        link=link, cpus_per_host=0.25, ps_hosts=ps_hosts)
-        row = collect.base_row(spec, "ps", f"ps{ps}x{nodes}", "ok")
+        row = collect.base_row(spec, "ps", f"ps{ps}x{nodes}{tag}", "ok")
         row["threads"] = None
         sc = replace(validate.scenario(row, lk, lk), server_cost=truth)
         assert simulated(sc)
         p = predict(sc, worker)
         shown.append(p.t_iter - worker.total - p.t_server)
-        t = p.t_iter * (slow_baseline if nodes == 1 else 1.0)
+        t = (p.t_iter * (slow_baseline if nodes == 1 else 1.0)
+             * (slow or {}).get((ps, nodes), 1.0))
         # the servers' core-seconds per step, as telemetry would give them
         plc = holdout.placement.place(
             [(x.key, x.nbytes) for x in holdout.cost("resnet50", 32, 10).tensors], ps,
@@ -384,6 +387,99 @@ def test_holdout_outvotes_a_disturbed_one_worker_run(tmp_path, ps_hosts):
         assert set(scales) == {"ps1x1", "ps1x2", "ps2x2"}, r.fitted_from
         chosen = float(re.search(r"of the 1-worker step: (\d\.\d+)\)", r.fitted_from)[1])
         assert float(scales["ps1x1"]) > 1.3 * chosen, r.fitted_from
+
+
+def test_holdout_over_repeats_judges_the_median_sweep(tmp_path):
+    """Three repeats of one parameter-server sweep, made by the model from known inputs
+    (_ps_curve): the first with its 8-worker, 1-server run measured 40% slow (a disturbed
+    large run), the second with its 1- and 2-worker runs 30% slow (the machine slower
+    while the small runs ran: the pooled compute is theirs), the third undisturbed. Each repeat alone misses the
+    targets but the last; the median sweep takes every configuration from an undisturbed
+    repeat, so it predicts every large run exactly, and its verdict is the exit status.
+    The table shows each repeat's own errors and the measured spread."""
+    from harness.perfmodel import holdout, holdout_repeats
+    from tests.conftest import run_cli
+
+    disturbed = [{(1, 8): 1.4}, {(1, 1): 1.3, (1, 2): 1.3, (2, 2): 1.3}, {}]
+    dbs = []
+    for i, slow in enumerate(disturbed):
+        dbs.append(tmp_path / f"r{i + 1}.db")
+        with Store(dbs[-1]) as store:
+            _ps_curve(store, "10gbit", 1.25e9, "shared", slow=slow, tag=f"r{i + 1}")
+    rep = holdout_repeats.validate(dbs)
+    assert len(rep.median.rows) == 4
+    for r in rep.median.rows:
+        assert r.error == pytest.approx(0.0, abs=1e-6), (r.label, r.error)
+        assert r.run_id.endswith(("r2", "r3")) if "x8" in r.label else True
+    alone = [res.by_strategy()["ps-sync"] for res in rep.each]
+    assert [v["pass"] for v in alone] == [False, False, True], alone
+    assert alone[0]["worst"] == pytest.approx(1 - 1 / 1.4, abs=1e-6)  # -28.6%, the x8 run
+    assert all(r.error > 0.1 for r in rep.each[1].rows)  # compute from slow small runs
+    text = holdout_repeats.table(rep)
+    assert "ps-sync: each repeat alone meets the targets in 1 of 3" in text
+    assert "ps-sync, median sweep: median 0.0%, worst 0.0%: PASS" in text
+    row = next(line for line in text.splitlines() if "ps1 x8" in line and "%" in line)
+    spread, first, _, third, median = row.split()[-5:]
+    assert (spread, first, third, median) == ("40.0%", "-28.6%", "+0.0%", "+0.0%"), row
+    # the CLI: the median sweep's verdict is the exit status; every repeat named
+    proc = run_cli("predict", "--validate", "--holdout", *(f"--db={d}" for d in dbs))
+    assert proc.returncode == 0, proc.stderr
+    assert f"r3 = {dbs[2]}" in proc.stdout and "the median sweep in full:" in proc.stdout
+    # one repeat alone fails, and says so through its exit status
+    assert run_cli("predict", "--validate", "--holdout", "--db", str(dbs[0])).returncode == 1
+    # bad input: the same repeat twice, several databases outside --holdout
+    twice = run_cli("predict", "--validate", "--holdout", "--db", str(dbs[0]),
+                    "--db", str(dbs[0]))
+    assert twice.returncode == 2 and "is given twice" in twice.stderr, twice.stderr
+    many = run_cli("predict", "--validate", "--db", str(dbs[0]), "--db", str(dbs[1]))
+    assert many.returncode == 2 and "for --validate --holdout only" in many.stderr
+    missing = run_cli("predict", "--validate", "--holdout", "--db", str(dbs[0]),
+                      "--db", str(tmp_path / "none.db"))
+    assert missing.returncode == 2 and "none.db does not exist" in missing.stderr
+    for i in (1, 2):  # repeats with nothing to validate
+        Store(tmp_path / f"e{i}.db").close()
+    with pytest.raises(holdout.HoldoutError, match="needs runs at both scales"):
+        holdout_repeats.validate([tmp_path / "e1.db", tmp_path / "e2.db"])
+
+
+def test_median_sweep_copies_each_configuration_from_its_median_repeat(tmp_path):
+    """Per configuration the repeat with the lower median t_iter among its ok runs, with
+    every raw sample of that run (iterations, trials, telemetry) and nothing of the
+    others; a configuration that failed everywhere comes from the first repeat; every
+    repeat's microbenchmark rows are kept; repeats sharing run ids are refused."""
+    from frameworks.contract import RunSpec
+    from harness import collect, median_sweep
+    from harness.store import RunRecord, StoreError
+
+    a = RunSpec("torch", "resnet50", batch_size=8, image_size=32, num_classes=10)
+    b = RunSpec("torch", "googlenet", batch_size=8, image_size=32, num_classes=10)
+    times = {"a": [0.30, 0.10, 0.20, 0.40], "b": [None, None, None, None]}
+    dbs = []
+    for i in range(4):
+        dbs.append(tmp_path / f"r{i}.db")
+        with Store(dbs[-1]) as st:
+            for name, spec in (("a", a), ("b", b)):
+                t = times[name][i]
+                row = collect.base_row(spec, "e", f"{name}{i}", "ok" if t else "failed")
+                row["t_iter_s"] = t
+                st.add(RunRecord(row, iterations=[(0, 0, k, t or 1.0) for k in range(3)],
+                                 trials=[(0, None, 0.0, t or 1.0, 1.0, 3)],
+                                 telemetry=[("worker0", 0.0, 1.0, 1, None, None, None)]))
+            st.add_comm([{"run_id": f"c{i}", "library": "gloo", "op": "allreduce",
+                          "ranks": 2, "bytes": 1024, "median_s": 1e-4}])
+    med = median_sweep.build(dbs, tmp_path / "m.db")
+    with Store(med.path) as st:
+        runs = {r["model"]: r for r in st.runs()}
+        assert runs["resnet50"]["run_id"] == "a2"  # 0.10 0.20 0.30 0.40: the lower median
+        assert runs["googlenet"]["run_id"] == "b0" and runs["googlenet"]["status"] == "failed"
+        assert st.iteration_times("a2") == [0.2] * 3
+        assert [t["run_id"] for t in st.trials()] == ["a2", "b0"]
+        assert len(st.telemetry("a2")) == 1 and not st.telemetry("a0")
+        assert len(st.comm()) == 4
+    assert med.t_iter[("e", a.config_hash())] == [0.30, 0.10, 0.20, 0.40]
+    (tmp_path / "copy.db").write_bytes(dbs[0].read_bytes())  # one sweep under two names
+    with pytest.raises(StoreError, match="share run ids"):
+        median_sweep.build([dbs[0], tmp_path / "copy.db"], tmp_path / "m2.db")
 
 
 def test_traffic_check_allows_start_up_and_nothing_else():

@@ -214,10 +214,31 @@ def test_servers_on_nodes_of_their_own(tmp_path):
     assert [a.split(":")[0] for a in conf["ps"]] == ["@N2@"]
     assert [a.split(":")[0] for a in conf["worker"]] == ["@N0@", "@N1@"]
     assert services_script(services, {i - 1: t for i, t in templates.items() if i})
-    # a shared layout is left as it was: nothing marked, the cyclic services step
+    # the shared layout by the same rule: the scheduler and server 0 beside worker 0 on
+    # the first node (as the emulated launcher and the model place them), nothing past the
+    # workers' nodes, the rendezvous on the first node
     spec, procs = planned("mxnet", "ps-sync", "shared")
-    assert all(p.host == "127.0.0.1" for p in procs) and job_nodes(procs, 2) == 2
-    assert "--distribution=cyclic" in sbatch_script(procs, 2, "sh", "/out/sh-%j.out", 600)
+    assert {p.tag: p.host for p in procs} == {
+        "scheduler0": "@N0@", "server0": "@N0@", "worker0": "@N0@", "worker1": "@N1@"}
+    assert job_nodes(procs, 2) == 2
+    lines = sbatch_script(procs, 2, "sh", "/out/sh-%j.out", 600).splitlines()
+    assert ("printf '%s\\n' \"${dnnbench_nodes[0]}\" \"${dnnbench_nodes[0]}\" > "
+            '"$svc_file.hosts"') in lines
+    assert 'export DNNBENCH_ROOT_IP="${DNNBENCH_N0-}"' in lines
+    assert "export DMLC_PS_ROOT_PORT=$(dnnbench_free_port)" in lines
+    # 2 servers over 2 nodes: server i on node i mod 2
+    spec = RunSpec(framework="mxnet", model="hepcnn", strategy="ps-sync", ps=2, nodes=2,
+                   launcher="slurm", threads=1)
+    from frameworks.plan import PlanContext, plan
+
+    procs = slurm_tasks(plan(spec, PlanContext("/e/bin/python", "/src", "r1")), spec, None,
+                        "/src", 0.0)
+    assert {p.tag: p.host for p in procs if p.role == "server"} == {
+        "server0": "@N0@", "server1": "@N1@"}
+    # the TensorFlow chief on the first node, its ps task beside it
+    spec, procs = planned("tensorflow", "ps-async", "shared")
+    assert {p.tag: p.host for p in procs} == {
+        "chief0": "@N0@", "ps0": "@N0@", "worker0": "@N0@", "worker1": "@N1@"}
 
 
 def test_site_settings_come_from_the_experiment_file(tmp_path):
@@ -352,7 +373,9 @@ def _job_id(jobs: Path) -> str:
 
 def test_mxnet_parameter_servers_run_as_one_slurm_job(all_envs, slurm, tmp_path):
     """Scheduler and 2 servers in a step of their own, the workers in theirs, on 2 nodes:
-    the run lands like a local one, and nothing of the job is left running."""
+    the run lands like a local one, each role on the node the plans' rule gives it (the
+    scheduler and server 0 on the first node, server 1 on the second, as on emulated
+    hosts), and nothing of the job is left running."""
     db = str(tmp_path / "r.db")
     jobs = tmp_path / "jobs"
     proc = run_cli("run", "--framework", "mxnet", "--strategy", "ps-sync", "--ps", "2",
@@ -364,6 +387,9 @@ def test_mxnet_parameter_servers_run_as_one_slurm_job(all_envs, slurm, tmp_path)
     assert row == ("ok", "ps-sync", 2, 2, 2, 2, 1), row
     text = next(jobs.glob("*.out")).read_text()
     assert ":::DNNBENCH_SLURM_EXIT 0" in text
+    for line in ("scheduler0 on node node1", "server0 on node node1",
+                 "server1 on node node2"):
+        assert f"dnnbench: {line}" in text, text
     script = next(jobs.glob("*.sbatch")).read_text()
     assert "DMLC_ROLE=scheduler" in script and script.count("DMLC_ROLE=server") == 2
     assert _job_processes(_job_id(jobs)) == []

@@ -1,0 +1,117 @@
+"""The median sweep: several repeats of one experiment, each configuration by its median run.
+
+Why this exists: on a shared machine one sweep's result is one draw. The held-out check
+of #17 (harness/perfmodel/holdout.py) passed on one measurement of cori2017-emulated and
+failed on its repeat the same day (median 7.0% then 11.6%), and the own-hosts layout
+went the other way; a single disturbed 20-second run at 1 or 2 workers moves a whole
+predicted curve, and a verdict that flips between repeats says nothing about the model.
+Repeating the sweep (one results database per repeat: a sweep never runs a stored
+configuration again) and judging the model on the median sweep takes that noise out of
+both sides, the small runs the model is fitted on and the large runs it predicts.
+
+The median sweep is a results database of its own, made fresh: for each configuration
+(experiment and configuration hash) the repeat whose ok run has the median t_iter (the
+lower median for an even count, so every configuration is one real run, never an
+average), copied with all its raw samples (iterations, phases, trials, telemetry, its
+Slurm job row). A whole run, not a median of each column: its telemetry, bytes and
+timings stay one measurement's and agree with each other. Configurations with no ok run
+in any repeat come from the first repeat that has them. Every repeat's microbenchmark
+rows (`comm`) are kept: they are fitted, not judged.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.store import Store, StoreError
+
+#: Tables of per-run raw samples, copied with their run.
+_PER_RUN = ("iterations", "phases", "trials", "telemetry", "jobs")
+
+
+@dataclass
+class MedianSweep:
+    path: Path
+    repeats: list[Path]
+    #: (experiment, config_hash) -> t_iter of every repeat's ok run, in repeat order
+    #: (None where that repeat has no ok run of it)
+    t_iter: dict[tuple[str, str], list[float | None]] = field(default_factory=dict)
+    #: (experiment, config_hash) -> index of the repeat the median sweep took it from
+    chosen: dict[tuple[str, str], int] = field(default_factory=dict)
+
+
+def _columns(conn: sqlite3.Connection, schema: str, table: str) -> list[str]:
+    return [r[1] for r in conn.execute(f"PRAGMA {schema}.table_info({table})")]
+
+
+def build(repeats: list[str | Path], out: str | Path) -> MedianSweep:
+    """Write the median sweep of `repeats` (results databases of the same experiment, each
+    opened once as a Store first, so an older one gains the current columns) to `out`, a
+    new file. StoreError names a repeat that is missing, not a results database, or the
+    same file twice."""
+    paths = [Path(p) for p in repeats]
+    seen: dict[Path, Path] = {}
+    for p in paths:
+        if not p.is_file():
+            raise StoreError(f"results database {p} does not exist (each --db is one repeat "
+                             "of the sweep)")
+        real = p.resolve()
+        if real in seen:
+            raise StoreError(f"{p} is given twice ({seen[real]}): each --db must be a "
+                             "different repeat of the sweep")
+        seen[real] = p
+    per_repeat: list[list[dict]] = []
+    for p in paths:
+        with Store(p) as st:  # migrates an older database's columns
+            per_repeat.append(st.runs())
+    owner: dict[str, int] = {}
+    for i, rows in enumerate(per_repeat):
+        for r in rows:
+            j = owner.setdefault(r["run_id"], i)
+            if j != i:  # one sweep under two names (a copy), not two repeats
+                raise StoreError(f"{paths[j]} and {paths[i]} share run ids ({r['run_id']}): "
+                                 "they are one sweep, not two repeats; give each --db a "
+                                 "separate sweep's database")
+    result = MedianSweep(Path(out), paths)
+    configs: dict[tuple[str, str], list[dict | None]] = {}
+    for i, rows in enumerate(per_repeat):
+        for r in rows:
+            slot = configs.setdefault((r["experiment"], r["config_hash"]),
+                                      [None] * len(paths))
+            if slot[i] is None or (r["status"] == "ok" and slot[i]["status"] != "ok"):
+                slot[i] = r
+    for key, slot in configs.items():
+        ok = [(r["t_iter_s"], i) for i, r in enumerate(slot)
+              if r is not None and r["status"] == "ok" and r["t_iter_s"] is not None]
+        result.t_iter[key] = [r["t_iter_s"] if r is not None and r["status"] == "ok"
+                              else None for r in slot]
+        if ok:
+            ok.sort()
+            result.chosen[key] = ok[(len(ok) - 1) // 2][1]  # the lower median
+        else:
+            result.chosen[key] = next(i for i, r in enumerate(slot) if r is not None)
+    with Store(out) as dst:
+        conn = dst.conn
+        for i, p in enumerate(paths):
+            ids = [configs[k][i]["run_id"] for k, c in result.chosen.items() if c == i]
+            conn.execute("ATTACH DATABASE ? AS src", (str(p),))
+            try:
+                with conn:
+                    conn.execute("CREATE TEMP TABLE pick (run_id TEXT PRIMARY KEY)")
+                    conn.executemany("INSERT INTO pick VALUES (?)", [(x,) for x in ids])
+                    for table in ("runs", *_PER_RUN):
+                        cols = ", ".join(c for c in _columns(conn, "main", table)
+                                         if c in _columns(conn, "src", table))
+                        conn.execute(f"INSERT OR IGNORE INTO main.{table} ({cols}) SELECT "
+                                     f"{cols} FROM src.{table} WHERE run_id IN "
+                                     "(SELECT run_id FROM pick)")
+                    cols = ", ".join(c for c in _columns(conn, "main", "comm")
+                                     if c in _columns(conn, "src", "comm"))
+                    conn.execute(f"INSERT INTO main.comm ({cols}) SELECT {cols} FROM src.comm")
+                    conn.execute("DROP TABLE temp.pick")
+            finally:
+                conn.execute("DETACH DATABASE src")
+    return result
+
