@@ -175,13 +175,16 @@ framework = {list(FRAMEWORKS)!r}
         assert status == "ok", fw
         assert dev is not None, (fw, manifest)
         assert math_mode == "float32" and sheet is None, (fw, math_mode)
-        # same cores, another BLAS: within a factor of 3 of the host peak (measured here:
-        # host peak 415, PyTorch 194-214, MXNet 221-251, TensorFlow 413, JAX 477-485
-        # GFLOP/s); a probe that timed nothing (a folded constant, an unawaited result)
-        # reads far above it. MXNet's own OpenBLAS ran its generic SSE kernels on an Intel
-        # Xeon here (84 GFLOP/s against NumPy's 346) until frameworks/mxnet/openblas.py
-        # chose its AVX2 ones (202)
-        assert machine / 3 < dev < machine * 3, (fw, dev, machine)
+        # same cores, another BLAS: below 3x the host peak (measured here: host peak 415,
+        # PyTorch 194-214, MXNet 221-251, TensorFlow 413, JAX 477-485 GFLOP/s); a probe
+        # that timed nothing (a folded constant, an unawaited result) reads far above it.
+        # Above a fifth of it: the worker's probe is the best of 0.5 s, the host's the
+        # best of the run's probes, so a busy half second on this shared machine reads
+        # low (CI, 2026-12-03: PyTorch 118 against 391, 3.3x; 200 alone the same hour).
+        # MXNet's own OpenBLAS ran its generic SSE kernels on an Intel Xeon here (84
+        # GFLOP/s against NumPy's 346) until frameworks/mxnet/openblas.py chose its AVX2
+        # ones (202): the manifest check below is what guards that
+        assert machine / 5 < dev < machine * 3, (fw, dev, machine)
         if fw == "mxnet":
             assert '"openblas_coretype"' in manifest, manifest
 
