@@ -283,6 +283,61 @@ def test_sampler_measures_a_real_process():
     assert 0.5 < by["worker0"] < 1.3 and by["server0"] < 0.1, by
 
 
+def test_cpu_means_weight_each_rate_by_the_time_it_covers():
+    """Ticks milliseconds apart, as at an interleaved turn's end right after the
+    sampler's own tick: CPU time counts in 10 ms ticks, so each short sample reads 0 or
+    several cores. The per-run mean must still be the process's CPU time over the time
+    measured (an unweighted mean of the rates stored an MXNet server under a 0.15-CPU
+    quota as 0.50 cores, and the held-out model fits server costs to it)."""
+    from harness.telemetry import TICK, Sampler
+
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                             start_new_session=True)
+    try:
+        sampler = Sampler(interval_s=60.0, gpu=False)  # no thread: every tick is ours
+        sampler.add("worker0", child.pid)
+        time.sleep(0.5)  # past the interpreter's start
+        sampler.tick(record=False)
+        sampler.measuring()
+        before, t0 = sampler.cpu_ticks(), time.monotonic()
+        for _ in range(25):
+            time.sleep(0.06)
+            sampler.tick()
+            time.sleep(0.002)
+            sampler.tick()
+        after, t1 = sampler.cpu_ticks(), time.monotonic()
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+    spent = sum(after[p] - before[p] for p in after.keys() & before.keys()) / TICK / (t1 - t0)
+    rates = [s.cpu_cores for s in sampler.data.samples if s.cpu_cores is not None]
+    assert len(rates) == 50 and max(rates) >= 2.0, rates  # the short samples' quantised reads
+    summary = sampler.data.summary()
+    assert spent > 0.3, spent
+    assert summary["cpu_cores_per_worker"] == pytest.approx(spent, abs=0.05), (summary, spent)
+    by = json.loads(summary["cpu_cores_by_process_json"])
+    assert by["worker0"] == pytest.approx(spent, abs=0.05), (by, spent)
+
+
+def test_a_quantised_short_sample_does_not_set_a_servers_mean():
+    """The stored samples of the MXNet server that read 0.50 cores under a 0.15-CPU quota
+    (cori2017-emulated-own, 1 worker, 2026-12-03): ten rates near 0.05 cores and one of
+    5.03 over the 4 ms between the sampler's tick and a turn's end. Spans are the times
+    between the samples."""
+    from harness.telemetry import Sample, Telemetry
+
+    ts = [6.056, 8.056, 9.057, 9.061, 9.794, 10.697, 11.057, 11.428, 12.057, 12.162,
+          13.058, 13.061]
+    rates = [0.0335, 0.0500, 5.0271, 0.0546, 0.0537, 0.0, 0.0809, 0.0443, 0.0960, 0.0530, 0.0]
+    data = Telemetry(measuring_from=8.0, samples=[
+        Sample("server0", t, c, 125 * 2**20, span_s=t - t0)
+        for t0, t, c in zip(ts, ts[1:], rates)])
+    unweighted = sum(rates) / len(rates)
+    server = json.loads(data.summary()["cpu_cores_by_process_json"])["server0"]
+    assert unweighted > 0.45  # what was stored
+    assert 0.04 < server < 0.07, server  # within the host's 0.15-CPU quota
+
+
 def test_tree_memory_counts_pages_shared_with_forked_children_once():
     """A worker that touched 200 MB and forked two loader-like children (copy-on-write:
     the pages stay shared): RSS summed over the tree counts them three times, PSS once."""
