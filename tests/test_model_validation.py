@@ -502,25 +502,32 @@ def test_traffic_check_allows_start_up_and_nothing_else():
     assert "hosts +0.0% to +0.0% over 7 steps: ok" in text
 
 
-def test_the_readmes_repeated_cori_measurement_recomputes(tmp_path):
-    """The README's held-out claim over three repeats of cori2017-emulated, recomputed from
-    the databases shipped with it (experiments/measured/, copied first: opening a database
-    may migrate it): each repeat alone meets the targets once in three, the median sweep
-    meets both, and its error is smaller than the repeats' own. A model change that moves
-    these numbers must move the README too."""
+@pytest.mark.parametrize("folder, alone_pass, median, worst, beats_repeats", [
+    # servers sharing the workers' hosts (2026-12-02, Intel VM): the median sweep passes
+    ("cori2017-emulated-repeats", [False, False, True], 0.083, 0.134, True),
+    # servers on hosts of their own (2026-12-03, AMD VM): everything fails, every row high
+    ("cori2017-emulated-own-repeats", [False, False, False], 0.233, 0.550, False),
+])
+def test_the_readmes_repeated_cori_measurements_recompute(tmp_path, folder, alone_pass,
+                                                          median, worst, beats_repeats):
+    """The README's held-out claims over three repeats of cori2017-emulated and of its
+    own-hosts layout, recomputed from the databases shipped with them (experiments/
+    measured/, copied first: opening a database may migrate it): which repeats meet the
+    targets alone, the median sweep's median and worst error, and whether its median is
+    below the repeats' own. A model change that moves these numbers must move the README
+    too."""
     import shutil
     from pathlib import Path
 
     from harness.perfmodel import holdout_repeats
 
-    src = Path(__file__).resolve().parent.parent / "experiments" / "measured" / \
-        "cori2017-emulated-repeats"
+    src = Path(__file__).resolve().parent.parent / "experiments" / "measured" / folder
     dbs = [Path(shutil.copy(src / f"r{i}.db", tmp_path / f"r{i}.db")) for i in (1, 2, 3)]
     rep = holdout_repeats.validate(dbs)
     med = rep.median.by_strategy()["ps-sync"]
     alone = [r.by_strategy()["ps-sync"] for r in rep.each]
-    assert [v["pass"] for v in alone] == [False, False, True], alone
-    assert med["pass"] and med["n"] == 12, med
-    assert med["median"] == pytest.approx(0.083, abs=0.0005), med
-    assert med["worst"] == pytest.approx(0.134, abs=0.0005), med
-    assert med["median"] < sorted(v["median"] for v in alone)[1]
+    assert [v["pass"] for v in alone] == alone_pass, alone
+    assert med["pass"] == (median <= 0.10 and worst <= 0.25) and med["n"] == 12, med
+    assert med["median"] == pytest.approx(median, abs=0.0005), med
+    assert med["worst"] == pytest.approx(worst, abs=0.0005), med
+    assert (med["median"] < sorted(v["median"] for v in alone)[1]) == beats_repeats

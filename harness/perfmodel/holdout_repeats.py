@@ -35,9 +35,8 @@ class Repeats:
     config_of: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
-def _configs(path: Path) -> dict[str, tuple[str, str]]:
-    with Store(path) as st:
-        return {r["run_id"]: (r["experiment"], r["config_hash"]) for r in st.runs()}
+def _configs(st: Store) -> dict[str, tuple[str, str]]:
+    return {r["run_id"]: (r["experiment"], r["config_hash"]) for r in st.runs()}
 
 
 def validate(repeats: list[str | Path], experiment: str | None = None,
@@ -48,11 +47,11 @@ def validate(repeats: list[str | Path], experiment: str | None = None,
         sweep = median_sweep.build(repeats, Path(tmp) / "median.db")
         with Store(sweep.path) as st:
             med = holdout.validate(st, experiment, pooled=pooled)
-        config_of = _configs(sweep.path)
+            config_of = _configs(st)
     out = Repeats(sweep, med, config_of=config_of)
     for p in sweep.repeats:
-        out.config_of.update(_configs(p))
         with Store(p) as st:
+            out.config_of.update(_configs(st))
             try:
                 out.each.append(holdout.validate(st, experiment, pooled=pooled))
             except holdout.HoldoutError as exc:
@@ -98,20 +97,20 @@ def table(rep: Repeats) -> str:
                      + f" {row.error:>+7.1%}")
     lines.append("")
     med = rep.median.by_strategy()
+    alone = [res if isinstance(res, str) else res.by_strategy() for res in rep.each]
     for s in med:
-        passed, judged = 0, 0
-        for name, res in zip(names, rep.each):
+        passed, judged, worsts = 0, 0, []
+        for name, res in zip(names, alone):
             if isinstance(res, str):
                 lines.append(f"{s}, {name}: not validated alone ({res})")
                 continue
-            v = res.by_strategy().get(s)
+            v = res.get(s)
             if v is None:
                 continue
             judged += 1
             passed += bool(v["pass"])
+            worsts.append(v["worst"])
             lines.append(f"{s}, {name} alone: {_verdict(v)}")
-        worsts = [v["worst"] for r in rep.each if not isinstance(r, str)
-                  for k, v in r.by_strategy().items() if k == s]
         lines.append(f"{s}: each repeat alone meets the targets in {passed} of {judged}"
                      + (f" (median of their worst errors {median(worsts):.1%})"
                         if worsts else ""))
