@@ -46,11 +46,33 @@ def _columns(conn: sqlite3.Connection, schema: str, table: str) -> list[str]:
     return [r[1] for r in conn.execute(f"PRAGMA {schema}.table_info({table})")]
 
 
+def _same_experiments(paths: list[Path], per_repeat: list[list[dict]]) -> None:
+    """Repeats are databases of the same experiments sharing configurations: two
+    different sweeps given as repeats would otherwise make a "median sweep" of each one's
+    own runs, every configuration from the only repeat that has it, and judge it."""
+    names = [sorted({r["experiment"] for r in rows}) for rows in per_repeat]
+    for p, n in zip(paths[1:], names[1:]):
+        if n != names[0]:
+            def say(x: list[str]) -> str:
+                return ", ".join(x) if x else "no runs"
+            raise StoreError(f"{paths[0]} holds {say(names[0])} and {p} holds {say(n)}: "
+                             "each --db must be a repeat of the same experiment (give "
+                             "--db once to validate one sweep)")
+    seen: dict[tuple[str, str], int] = {}
+    for rows in per_repeat:
+        for key in {(r["experiment"], r["config_hash"]) for r in rows}:
+            seen[key] = seen.get(key, 0) + 1
+    if len(paths) > 1 and seen and not any(n > 1 for n in seen.values()):
+        raise StoreError(f"the repeats {', '.join(map(str, paths))} share no configuration "
+                         f"of {', '.join(names[0])}: was the experiment file changed "
+                         "between them? Repeats must measure the same configurations")
+
+
 def build(repeats: list[str | Path], out: str | Path) -> MedianSweep:
     """Write the median sweep of `repeats` (results databases of the same experiment, each
     opened once as a Store first, so an older one gains the current columns) to `out`, a
-    new file. StoreError names a repeat that is missing, not a results database, or the
-    same file twice."""
+    new file. StoreError names a repeat that is missing, not a results database, the same
+    file twice, a copy of another, or one of other experiments or configurations."""
     paths = [Path(p) for p in repeats]
     seen: dict[Path, Path] = {}
     for p in paths:
@@ -74,6 +96,7 @@ def build(repeats: list[str | Path], out: str | Path) -> MedianSweep:
                 raise StoreError(f"{paths[j]} and {paths[i]} share run ids ({r['run_id']}): "
                                  "they are one sweep, not two repeats; give each --db a "
                                  "separate sweep's database")
+    _same_experiments(paths, per_repeat)
     result = MedianSweep(Path(out), paths)
     configs: dict[tuple[str, str], list[dict | None]] = {}
     for i, rows in enumerate(per_repeat):

@@ -480,6 +480,18 @@ def test_median_sweep_copies_each_configuration_from_its_median_repeat(tmp_path)
     (tmp_path / "copy.db").write_bytes(dbs[0].read_bytes())  # one sweep under two names
     with pytest.raises(StoreError, match="share run ids"):
         median_sweep.build([dbs[0], tmp_path / "copy.db"], tmp_path / "m2.db")
+    other = tmp_path / "other.db"  # another experiment's sweep given as a repeat
+    with Store(other) as st:
+        st.add(RunRecord({**collect.base_row(a, "f", "x0", "ok"), "t_iter_s": 0.1}))
+    with pytest.raises(StoreError, match="holds e and .* holds f: each --db must be a "
+                                         "repeat of the same experiment"):
+        median_sweep.build([dbs[0], other], tmp_path / "m3.db")
+    changed = tmp_path / "changed.db"  # the same experiment's name, other configurations
+    with Store(changed) as st:
+        spec = RunSpec("torch", "resnet50", batch_size=16, image_size=32, num_classes=10)
+        st.add(RunRecord({**collect.base_row(spec, "e", "y0", "ok"), "t_iter_s": 0.1}))
+    with pytest.raises(StoreError, match="share no configuration of e"):
+        median_sweep.build([dbs[0], changed], tmp_path / "m4.db")
 
 
 def test_traffic_check_allows_start_up_and_nothing_else():
