@@ -77,7 +77,9 @@ def check(dbs: list[Path], name: str) -> dict:
     print(holdout_repeats.table(rep))
     return {**_json(rep.median),
             "repeats": [{"db": str(p), **({"error": r} if isinstance(r, str) else
-                                          {"by_strategy": r.by_strategy()})}
+                                          {"by_strategy": r.by_strategy(),
+                                           "traffic_ok": [sum(t.ok for t in r.traffic),
+                                                          len(r.traffic)]})}
                         for p, r in zip(dbs, rep.each)],
             "spread": {f"{e}/{c}": ts for (e, c), ts in rep.sweep.t_iter.items()}}
 

@@ -115,5 +115,11 @@ def table(rep: Repeats) -> str:
                      + (f" (median of their worst errors {median(worsts):.1%})"
                         if worsts else ""))
         lines.append(f"{s}, median sweep: {_verdict(med[s])}")
+    checked = [(name, res.traffic) for name, res in zip(names, rep.each)
+               if not isinstance(res, str) and res.traffic]
+    if checked:
+        lines.append("bytes per host, the emulated hosts' counters against the model: "
+                     + ", ".join(f"{name} {sum(t.ok for t in ts)} of {len(ts)} runs ok"
+                                 for name, ts in checked))
     lines += ["", "the median sweep in full:", holdout.table(rep.median)]
     return "\n".join(lines)
