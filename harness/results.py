@@ -13,7 +13,8 @@ Frames (one row per observation; the columns and units are in `COLUMNS` and in
               (unix s), seconds (wall / timed iterations), wall (s), iterations
   iterations  every timed iteration: run_id, rank, trial, iter, seconds
   phases      breakdown mode, every phase of every iteration: ... phase, seconds
-  telemetry   resource samples: run_id, tag, t (s from launch), cpu_cores, rss_bytes, gpu_*
+  telemetry   resource samples: run_id, tag, t (s from launch), cpu_cores, rss_bytes, gpu_*,
+              span_s
   comm        commbench: one row per library, ranks, link and message size
   verdicts    (function) every pair of frameworks per network and settings, compared
               the way the report does (harness/verdicts.py)
@@ -55,7 +56,8 @@ COLUMNS: dict[str, list[tuple[str, str, str]]] = {
                   ("rss_bytes", "bytes", "resident memory of the tree"),
                   ("gpu_util", "%", "GPU utilisation"),
                   ("gpu_mem_bytes", "bytes", "GPU memory used"),
-                  ("gpu_power_w", "W", "GPU power")],
+                  ("gpu_power_w", "W", "GPU power"),
+                  ("span_s", "s", "time the cpu_cores rate covers (empty before 2026-12-03)")],
     "comm": [("library", "", "collective library"), ("op", "", "collective"),
              ("ranks", "", "processes"), ("nodes", "", "hosts"), ("link", "", "emulated link"),
              ("bytes", "bytes", "message size"), ("median_s", "s", "median time"),

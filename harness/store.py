@@ -167,7 +167,8 @@ CREATE TABLE IF NOT EXISTS comm (
 CREATE INDEX IF NOT EXISTS comm_lib ON comm(library, ranks, link);
 CREATE TABLE IF NOT EXISTS telemetry (
     run_id TEXT NOT NULL REFERENCES runs(run_id), tag TEXT, t REAL, cpu_cores REAL,
-    rss_bytes INTEGER, gpu_util REAL, gpu_mem_bytes INTEGER, gpu_power_w REAL);
+    rss_bytes INTEGER, gpu_util REAL, gpu_mem_bytes INTEGER, gpu_power_w REAL,
+    span_s REAL);
 CREATE INDEX IF NOT EXISTS telemetry_run ON telemetry(run_id);
 CREATE TABLE IF NOT EXISTS jobs (
     job_id TEXT NOT NULL, experiment TEXT NOT NULL, config_hash TEXT NOT NULL,
@@ -188,7 +189,7 @@ class RunRecord:
     #: rank 0's trials: (trial, round of its interleaved group or None, started unix s,
     #: seconds per iteration, wall s, timed iterations)
     trials: list[tuple] = field(default_factory=list)
-    telemetry: list[tuple] = field(default_factory=list)  # (tag, t, cpu, rss, gpu...)
+    telemetry: list[tuple] = field(default_factory=list)  # (tag, t, cpu, rss, gpu..., span)
 
 
 def _now() -> str:
@@ -231,6 +232,10 @@ class Store:
                 if name not in have:
                     self.conn.execute(f"ALTER TABLE runs ADD COLUMN {name} "
                                       f"{sqltype.replace(' PRIMARY KEY', '')}")
+            # the time each CPU rate covers (2026-12-03); older samples have none
+            if "span_s" not in {r[1] for r in
+                                self.conn.execute("PRAGMA table_info(telemetry)")}:
+                self.conn.execute("ALTER TABLE telemetry ADD COLUMN span_s REAL")
 
     def close(self) -> None:
         self.conn.close()
@@ -283,8 +288,9 @@ class Store:
                                   [(row["run_id"], *ph) for ph in rec.phases])
             self.conn.executemany("INSERT INTO trials VALUES (?, ?, ?, ?, ?, ?, ?)",
                                   [(row["run_id"], *t) for t in rec.trials])
-            self.conn.executemany("INSERT INTO telemetry VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                                  [(row["run_id"], *t) for t in rec.telemetry])
+            self.conn.executemany(  # a sample without a span (older callers) stores NULL
+                "INSERT INTO telemetry VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(row["run_id"], *t, *[None] * (8 - len(t))) for t in rec.telemetry])
         return True
 
     def add_jobs(self, rows: list[dict[str, Any]]) -> None:

@@ -124,7 +124,8 @@ class Telemetry:
 
     def rows(self) -> list[tuple]:
         return [(s.tag, round(s.t, 3), s.cpu_cores, s.rss_bytes, s.gpu_util, s.gpu_mem_bytes,
-                 s.gpu_power_w) for s in self.samples]
+                 s.gpu_power_w, None if s.span_s is None else round(s.span_s, 4))
+                for s in self.samples]
 
 
 def self_sampled(procs: list, interval_s: float) -> list:

@@ -207,6 +207,10 @@ mode = "loader"
     n = conn.execute("SELECT COUNT(*) FROM telemetry WHERE run_id = ?",
                      (real["run_id"],)).fetchone()[0]
     assert n >= 2
+    # each CPU rate is stored with the time it covers, so a mean can be weighted later
+    spans = conn.execute("SELECT cpu_cores, span_s FROM telemetry WHERE run_id = ? AND "
+                         "cpu_cores IS NOT NULL", (real["run_id"],)).fetchall()
+    assert spans and all(s is not None and 0 < s < 30 for _, s in spans), spans
     report = tmp_path / "r.md"
     proc = run_cli("report", "--db", db, "--format", "md", "-o", str(report))
     assert proc.returncode == 0
@@ -317,6 +321,34 @@ def test_cpu_means_weight_each_rate_by_the_time_it_covers():
     assert summary["cpu_cores_per_worker"] == pytest.approx(spent, abs=0.05), (summary, spent)
     by = json.loads(summary["cpu_cores_by_process_json"])
     assert by["worker0"] == pytest.approx(spent, abs=0.05), (by, spent)
+
+
+def test_a_database_from_before_spans_gains_the_column(tmp_path):
+    """A results database made before samples stored their span (the shipped repeats in
+    experiments/measured/ are) opens, gains span_s, keeps its samples with none, and
+    stores new runs' spans."""
+    import shutil
+    from pathlib import Path
+
+    from frameworks.contract import RunSpec
+    from harness import collect
+    from harness.store import RunRecord, Store
+
+    src = Path(__file__).resolve().parent.parent / "experiments" / "measured" / \
+        "cori2017-emulated-repeats" / "r1.db"
+    db = Path(shutil.copy(src, tmp_path / "old.db"))
+    old = sqlite3.connect(db)
+    assert "span_s" not in {r[1] for r in old.execute("PRAGMA table_info(telemetry)")}
+    before = old.execute("SELECT COUNT(*) FROM telemetry").fetchone()[0]
+    old.close()
+    spec = RunSpec("torch", "resnet50", batch_size=8, image_size=32, num_classes=10)
+    with Store(db) as st:
+        st.add(RunRecord({**collect.base_row(spec, "new", "n0", "ok"), "t_iter_s": 0.1},
+                         telemetry=[("worker0", 1.0, 0.5, 1, None, None, None, 0.25)]))
+        rows = st.telemetry("n0")
+        assert [r["span_s"] for r in rows] == [0.25]
+        n, spanned = st.conn.execute("SELECT COUNT(*), COUNT(span_s) FROM telemetry").fetchone()
+    assert (n, spanned) == (before + 1, 1)
 
 
 def test_a_quantised_short_sample_does_not_set_a_servers_mean():
