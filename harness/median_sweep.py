@@ -22,6 +22,7 @@ rows (`comm`) are kept: they are fitted, not judged.
 from __future__ import annotations
 
 import sqlite3
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +47,10 @@ def _columns(conn: sqlite3.Connection, schema: str, table: str) -> list[str]:
     return [r[1] for r in conn.execute(f"PRAGMA {schema}.table_info({table})")]
 
 
+def _named(experiments: list[str]) -> str:
+    return ", ".join(experiments) if experiments else "no runs"
+
+
 def _same_experiments(paths: list[Path], per_repeat: list[list[dict]]) -> None:
     """Repeats are databases of the same experiments sharing configurations: two
     different sweeps given as repeats would otherwise make a "median sweep" of each one's
@@ -53,18 +58,14 @@ def _same_experiments(paths: list[Path], per_repeat: list[list[dict]]) -> None:
     names = [sorted({r["experiment"] for r in rows}) for rows in per_repeat]
     for p, n in zip(paths[1:], names[1:]):
         if n != names[0]:
-            def say(x: list[str]) -> str:
-                return ", ".join(x) if x else "no runs"
-            raise StoreError(f"{paths[0]} holds {say(names[0])} and {p} holds {say(n)}: "
-                             "each --db must be a repeat of the same experiment (give "
-                             "--db once to validate one sweep)")
-    seen: dict[tuple[str, str], int] = {}
-    for rows in per_repeat:
-        for key in {(r["experiment"], r["config_hash"]) for r in rows}:
-            seen[key] = seen.get(key, 0) + 1
-    if len(paths) > 1 and seen and not any(n > 1 for n in seen.values()):
+            raise StoreError(f"{paths[0]} holds {_named(names[0])} and {p} holds "
+                             f"{_named(n)}: each --db must be a repeat of the same "
+                             "experiment (give --db once to validate one sweep)")
+    seen = Counter(key for rows in per_repeat
+                   for key in {(r["experiment"], r["config_hash"]) for r in rows})
+    if len(paths) > 1 and seen and max(seen.values()) < 2:
         raise StoreError(f"the repeats {', '.join(map(str, paths))} share no configuration "
-                         f"of {', '.join(names[0])}: was the experiment file changed "
+                         f"of {_named(names[0])}: was the experiment file changed "
                          "between them? Repeats must measure the same configurations")
 
 
