@@ -127,6 +127,12 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
     ("cpu_cores_by_process_json", "TEXT", "cores", "mean CPU use of each launched process "
      "tree while measuring, by tag (worker0, server1, scheduler...): the parameter servers' "
      "own CPU time, which shares an emulated host's quota, feeds the performance model"),
+    ("ctx_switches_by_process_json", "TEXT", "1/s", "context switches per second of each "
+     "launched process tree's threads while measuring, voluntary (slept until woken: "
+     "waiting for a message or a lock) and involuntary (preempted, or its quota ran out)"),
+    ("cpu_throttled_by_process_json", "TEXT", "", "share of the CFS periods in which the "
+     "CPU cgroup of each launched process ran out of quota while measuring (emulated hosts "
+     "with cpus_per_host, containers with a CPU limit): near 1 that host was CPU-bound"),
     ("gpu_util_pct", "REAL", "%", "mean GPU utilisation while measuring (NVML)"),
     ("gpu_mem_peak_mb", "REAL", "MiB", "peak GPU memory used (NVML)"),
     ("gpu_power_w", "REAL", "W", "mean GPU power while measuring (NVML)"),

@@ -18,6 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from runners import cgroups
 from runners.process import all_pids, read_stat, tree
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -43,6 +44,22 @@ class Sample:
 
 
 @dataclass
+class Counters:
+    """Cumulative counters of one launched process tree, read at one moment (at full
+    scans: every RESCAN_S, and where a turn begins and ends). Their rates say why a
+    process's CPU time per unit of work changes with load: a thread that sleeps until the
+    next message arrives switches voluntarily, so a server that wakes once per message
+    switches more often per byte than one whose messages queue; and a CPU cgroup that
+    spent its quota is throttled until its next CFS period."""
+    tag: str
+    t: float
+    voluntary: int  # context switches of all its threads so far
+    involuntary: int
+    periods: int | None = None  # CFS periods of its CPU cgroup (None: no quota readable)
+    throttled: int | None = None  # of which the group ran out of quota
+
+
+@dataclass
 class Telemetry:
     samples: list[Sample] = field(default_factory=list)
     measuring_from: float | None = None  # first timed trial began (start-up excluded)
@@ -53,16 +70,52 @@ class Telemetry:
     #: An interleaved run's turns (start, end): it measures only during them, and waits
     #: idle in between, so only samples inside a turn describe it.
     turns: list[list[float]] = field(default_factory=list)
+    counters: list[Counters] = field(default_factory=list)
+
+    def _turn(self, t: float) -> int | None:
+        """Which stretch of measuring time t falls in (0 when the run had no turns); None
+        outside all of them."""
+        if t < (self.measuring_from or 0.0):
+            return None
+        if not self.turns:
+            return 0
+        return next((i for i, (a, b) in enumerate(self.turns)
+                     if a <= t <= (b if b is not None else t)), None)
 
     def _window(self, prefix: str) -> dict[str, list[Sample]]:
         out: dict[str, list[Sample]] = {}
-        start = self.measuring_from or 0.0
         for s in self.samples:
-            if s.tag.startswith(prefix) and s.t >= start and (
-                    not self.turns or any(a <= s.t <= (b if b is not None else s.t)
-                                          for a, b in self.turns)):
+            if s.tag.startswith(prefix) and self._turn(s.t) is not None:
                 out.setdefault(s.tag, []).append(s)
         return out
+
+    def counter_rates(self) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+        """({tag: voluntary and involuntary context switches per second}, {tag: share of
+        its CPU cgroup's CFS periods that ran out of quota}) while measuring, from
+        consecutive readings within one stretch (an interleaved run's idle gaps between
+        turns are not its own). A reading whose tree lost a member (a loader that exited)
+        counts down, and that interval is left out."""
+        spans: dict[str, list[float]] = {}
+        for tag in sorted({c.tag for c in self.counters}):
+            got = sorted((c for c in self.counters if c.tag == tag), key=lambda c: c.t)
+            for a, b in zip(got, got[1:]):
+                turn = self._turn(a.t)
+                dv, di = b.voluntary - a.voluntary, b.involuntary - a.involuntary
+                if turn is None or turn != self._turn(b.t) or b.t <= a.t or min(dv, di) < 0:
+                    continue
+                acc = spans.setdefault(tag, [0.0, 0, 0, 0, 0])
+                acc[0] += b.t - a.t
+                acc[1] += dv
+                acc[2] += di
+                if None not in (a.periods, b.periods, a.throttled, b.throttled) \
+                        and b.periods >= a.periods:
+                    acc[3] += b.periods - a.periods
+                    acc[4] += b.throttled - a.throttled
+        switches = {tag: {"voluntary_per_s": round(v / dt, 1),
+                          "involuntary_per_s": round(i / dt, 1)}
+                    for tag, (dt, v, i, _, _) in spans.items()}
+        throttled = {tag: round(th / n, 4) for tag, (_, _, _, n, th) in spans.items() if n}
+        return switches, throttled
 
     def summary(self) -> dict[str, float | str | None]:
         """Per-run columns: mean CPU cores per worker and peak tree RSS while measuring;
@@ -86,6 +139,11 @@ class Telemetry:
         by_process = {tag: round(m, 4) for tag, m in sorted(procs.items()) if m is not None}
         if by_process:  # servers and schedulers too: their CPU shares a host's quota
             out["cpu_cores_by_process_json"] = json.dumps(by_process, sort_keys=True)
+        switches, throttled = self.counter_rates()
+        if switches:
+            out["ctx_switches_by_process_json"] = json.dumps(switches, sort_keys=True)
+        if throttled:
+            out["cpu_throttled_by_process_json"] = json.dumps(throttled, sort_keys=True)
         gpus = [s for v in self._window("gpu").values() for s in v]
         if gpus:
             out["gpu_util_pct"] = sum(s.gpu_util or 0 for s in gpus) / len(gpus)
@@ -149,6 +207,29 @@ def _read(pids) -> dict[int, tuple[int, int, str, int, int]]:
 
 def _read_all() -> dict[int, tuple[int, int, str, int, int]]:
     return _read(all_pids())
+
+
+def context_switches(pids) -> tuple[int, int]:
+    """(voluntary, involuntary) context switches so far of every live thread of these
+    processes (a thread that exited takes its count with it)."""
+    voluntary = involuntary = 0
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/status", "rb") as fh:
+                    text = fh.read()
+            except OSError:
+                continue
+            for line in text.splitlines():
+                if line.startswith(b"voluntary_ctxt_switches:"):
+                    voluntary += int(line.split()[1])
+                elif line.startswith(b"nonvoluntary_ctxt_switches:"):
+                    involuntary += int(line.split()[1])
+    return voluntary, involuntary
 
 
 def pss_bytes(pid: int) -> int | None:
@@ -222,6 +303,7 @@ class Sampler:
         self._thread = threading.Thread(target=self._loop, daemon=True, name="telemetry")
         self._paused = False
         self._lock = threading.Lock()  # ticks come from its thread and from turn changes
+        self._cpu_stat: dict[int, object] = {}  # root pid -> its cgroup's cpu.stat (or None)
 
     def add(self, tag: str, pid: int) -> None:
         self.roots[tag] = pid
@@ -240,6 +322,7 @@ class Sampler:
             self._prev.clear()  # the idle time before is not this run's CPU use
             self.tick(record=False)
             self.data.turns.append([time.monotonic() - self._t0, None])
+            self._read_counters(time.monotonic() - self._t0)
             self._paused = False
 
     def turn_ends(self) -> None:
@@ -253,6 +336,20 @@ class Sampler:
                     self.tick(full=True)
                 self.data.turns[-1][1] = time.monotonic() - self._t0
             self._paused = True
+
+    def _read_counters(self, t: float) -> None:
+        """Context switches and CFS throttling of every registered tree, at time t. Read
+        at full scans only (a few files per thread), not at every tick."""
+        for tag, root in self.roots.items():
+            members = self._members.get(root)
+            if not members:
+                continue
+            if root not in self._cpu_stat:
+                self._cpu_stat[root] = cgroups.cpu_stat_file(root)
+            stat = self._cpu_stat[root]
+            cfs = cgroups.throttling(stat) if stat is not None else None
+            vol, inv = context_switches(members)
+            self.data.counters.append(Counters(tag, t, vol, inv, *(cfs or (None, None))))
 
     def cpu_ticks(self) -> dict[int, int]:
         """pid -> CPU ticks (utime + stime, all threads) of every process of the registered
@@ -328,5 +425,7 @@ class Sampler:
                 self.data.samples.append(Sample(tag, t, cores if have_rate else None, rss,
                                                 pss_bytes=pss,
                                                 span_s=span if have_rate else None))
+        if record and full and self.data.measuring_from is not None:
+            self._read_counters(t)
         if record and self._nvml is not None and self._nvml.handles:
             self.data.samples.extend(self._nvml.sample(t))

@@ -224,6 +224,40 @@ def remove() -> list[str]:
     return removed
 
 
+def cpu_stat_file(pid: int) -> Path | None:
+    """The cpu.stat of the CPU cgroup a process is in (any group, not only dnnbench's: a
+    container's or a Slurm job's quota throttles the same way); None where it cannot be
+    read. v1 names the group on the cpu controller's line of /proc/PID/cgroup, v2 on the
+    unified one ("0::")."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, rel = line.split(":", 2)
+        if "cpu" in controllers.split(","):
+            path = ROOT / "cpu" / rel.lstrip("/") / "cpu.stat"
+            if path.is_file():
+                return path
+    for line in lines:
+        if line.startswith("0::"):
+            path = ROOT / line[3:].lstrip("/") / "cpu.stat"
+            if path.is_file():
+                return path
+    return None
+
+
+def throttling(stat_file: Path) -> tuple[int, int] | None:
+    """(CFS periods elapsed, periods in which the group ran out of quota) so far, from a
+    cpu.stat (v1 and v2 name them alike); None where it is gone or has no quota."""
+    try:
+        fields = dict(line.split() for line in stat_file.read_text().splitlines()
+                      if line.count(" ") == 1)
+        return int(fields["nr_periods"]), int(fields["nr_throttled"])
+    except (OSError, KeyError, ValueError):
+        return None
+
+
 def exists() -> list[str]:
     """Names of the hosts that have groups now."""
     return sorted({p.name for p in _groups() if p.name != PARENT})

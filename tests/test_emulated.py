@@ -250,6 +250,13 @@ def test_horovod_and_tensorflow_strategies_across_hosts(all_envs, clean, tmp_pat
         from harness import bottleneck
 
         assert r["cpus_per_host"] == 0.4 and 0.0 < bottleneck.check(r).cpu <= 1.1
+        # every process's wake-ups and its host's CFS throttling, stored with the run
+        tags = set(json.loads(r["cpu_cores_by_process_json"]))
+        throttled = json.loads(r["cpu_throttled_by_process_json"])
+        switches = json.loads(r["ctx_switches_by_process_json"])
+        assert set(throttled) == set(switches) == tags, (throttled, switches, tags)
+        assert all(0.0 <= v <= 1.0 for v in throttled.values()), throttled
+        assert all(s["voluntary_per_s"] > 0 for s in switches.values()), switches
     if "own" in strategy:  # workers, ps tasks and the chief each on its own host
         from harness import bottleneck
 
@@ -357,6 +364,48 @@ def test_host_limits_found_by_name_and_removed_after_a_crash(clean):
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+@needs_two_cores
+def test_the_sampler_reads_each_hosts_throttling_and_each_process_wake_ups(clean):
+    """Two hosts of half a CPU: a process that spins runs out of its quota in nearly every
+    CFS period and is preempted there (involuntary switches); one that sleeps 5 ms at a
+    time never does, and wakes ~150-200 times a second (voluntary switches). These are
+    the counters that say why a parameter server's CPU per request changes with load."""
+    from harness.telemetry import Sampler
+
+    emulated.up(2, "unshaped", cpus_per_host=0.5)
+    busy = subprocess.Popen(cgroups.join_argv("dnb-h0", (sys.executable, "-c",
+                                                         "while True: pass")))
+    waker = subprocess.Popen(cgroups.join_argv("dnb-h1", (
+        sys.executable, "-c", "import time\nwhile True: time.sleep(0.005)")))
+    try:
+        for p, host in ((busy, "dnb-h0"), (waker, "dnb-h1")):
+            deadline = time.monotonic() + 5
+            while host not in Path(f"/proc/{p.pid}/cgroup").read_text():
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        sampler = Sampler(interval_s=60.0, gpu=False)  # no thread: every tick is ours
+        sampler.add("worker0", busy.pid)
+        sampler.add("server0", waker.pid)
+        sampler.tick(record=False)
+        sampler.measuring()
+        for _ in range(3):
+            time.sleep(1.0)
+            sampler.tick(full=True)
+    finally:
+        for p in (busy, waker):
+            p.kill()
+            p.wait()
+    switches, throttled = sampler.data.counter_rates()
+    summary = sampler.data.summary()
+    print(switches, throttled)
+    assert json.loads(summary["cpu_throttled_by_process_json"]) == throttled
+    assert json.loads(summary["ctx_switches_by_process_json"]) == switches
+    assert throttled["worker0"] > 0.8 and throttled["server0"] < 0.1, throttled
+    assert switches["worker0"]["involuntary_per_s"] > 30, switches
+    assert switches["worker0"]["voluntary_per_s"] < 20, switches
+    assert 80 < switches["server0"]["voluntary_per_s"] < 250, switches
 
 
 @pytest.mark.slow
