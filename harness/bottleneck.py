@@ -49,6 +49,10 @@ class Bottleneck:
     #: (None: unshaped link or no counters), and its index
     wire: float | None
     wire_host: int | None
+    #: share of the CFS periods in which the busiest CPU host's cgroup ran out of quota
+    #: (None: not stored, as in runs from before 2026-12-03): the kernel's own word on
+    #: whether the quota, not the work on hand, set that host's pace
+    throttled: float | None = None
 
     @property
     def verdict(self) -> str:
@@ -76,9 +80,11 @@ class Bottleneck:
     @property
     def text(self) -> str:
         """One clause for a run's result line."""
-        parts = ([f"busiest host's CPU {self.cpu:.0%} of its quota"] if self.cpu is not None
-                 else []) + ([f"wire {self.wire:.0%} of the step"] if self.wire is not None
-                             else [])
+        out_of_quota = (f" (out of quota in {self.throttled:.0%} of its CFS periods)"
+                        if self.throttled is not None else "")
+        parts = ([f"busiest host's CPU {self.cpu:.0%} of its quota{out_of_quota}"]
+                 if self.cpu is not None else []) + \
+            ([f"wire {self.wire:.0%} of the step"] if self.wire is not None else [])
         return f"{', '.join(parts)}: {self.verdict}"
 
 
@@ -97,6 +103,19 @@ def host_cores(r: dict) -> dict[int, float]:
         if m:
             node = spec_node_of(spec, m.group(1), int(m.group(2)))
             out[node] = out.get(node, 0.0) + used
+    return out
+
+
+def host_throttled(r: dict) -> dict[int, float]:
+    """Share of its CFS periods each host's CPU cgroup ran out of quota while measuring,
+    by host index (its processes share the group: the largest read is kept)."""
+    spec = _obj(r["spec_json"])
+    out: dict[int, float] = {}
+    for tag, share in _obj(r.get("cpu_throttled_by_process_json")).items():
+        m = _TAG.match(tag)
+        if m:
+            node = spec_node_of(spec, m.group(1), int(m.group(2)))
+            out[node] = max(out.get(node, 0.0), share)
     return out
 
 
@@ -141,7 +160,8 @@ def check(r: dict) -> Bottleneck | None:
     own = layout_note(ps_layout(spec), parens=True)
     label = (f"{r['framework']} {r['model']} {r['strategy']}{ps} x{r['workers']} on "
              f"{spec_hosts(spec)} hosts{own}")
-    return Bottleneck(label, r["run_id"], t, cpu, cpu_host, wire, wire_host)
+    return Bottleneck(label, r["run_id"], t, cpu, cpu_host, wire, wire_host,
+                      host_throttled(r).get(cpu_host) if cpu_host is not None else None)
 
 
 def table(rows: list[Bottleneck]) -> str:

@@ -111,6 +111,25 @@ def test_servers_on_hosts_of_their_own_are_summed_on_those_hosts():
     assert bottleneck.check(one) is not None
 
 
+def test_the_busiest_hosts_throttling_is_read_from_its_own_processes():
+    """Processes on one host share its cgroup: the CPU-bound host's throttled share is the
+    one the run line prints, not another host's; runs stored before throttling was read
+    print the CPU share alone."""
+    cores = {"worker0": 0.2, "worker1": 0.2, "server0": 0.45, "scheduler0": 0.01}
+    moved = {f"dnb-h{i}": {"tx_bytes": 10 * b, "rx_bytes": 10 * b}
+             for i, b in enumerate((20e6, 20e6, 40e6, 1e4))}
+    row = _row(cores, moved, 1.0, nodes=2, per=1, ps=1)
+    row["spec_json"] = json.dumps({**json.loads(row["spec_json"]), "ps_hosts": "own"})
+    old = bottleneck.check(row)
+    assert old.throttled is None and "CFS" not in old.text
+    row["cpu_throttled_by_process_json"] = json.dumps(
+        {"worker0": 0.1, "worker1": 0.12, "server0": 0.93, "scheduler0": 0.0})
+    assert bottleneck.host_throttled(row) == {0: 0.1, 1: 0.12, 2: 0.93, 3: 0.0}
+    b = bottleneck.check(row)
+    assert (b.cpu_host, b.throttled) == (2, 0.93)
+    assert "CPU 90% of its quota (out of quota in 93% of its CFS periods)" in b.text, b.text
+
+
 def test_the_report_and_the_cli_set_measured_beside_simulated_shares_alike():
     """A held-out row whose step was simulated shows the measured busiest host's CPU and
     wire beside the simulated step's, in the report's table as in the CLI's."""

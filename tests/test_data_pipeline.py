@@ -211,6 +211,10 @@ mode = "loader"
     spans = conn.execute("SELECT cpu_cores, span_s FROM telemetry WHERE run_id = ? AND "
                          "cpu_cores IS NOT NULL", (real["run_id"],)).fetchall()
     assert spans and all(s is not None and 0 < s < 30 for _, s in spans), spans
+    # and each process's context switches: a training worker's threads sleep and wake
+    switches = json.loads(real["ctx_switches_by_process_json"])
+    assert set(switches) == set(json.loads(real["cpu_cores_by_process_json"])), switches
+    assert switches["worker0"]["voluntary_per_s"] > 0, switches
     report = tmp_path / "r.md"
     proc = run_cli("report", "--db", db, "--format", "md", "-o", str(report))
     assert proc.returncode == 0
@@ -408,3 +412,49 @@ def test_short_interleaved_turns_record_tree_memory(monkeypatch):
     assert summary["tree_pss_peak_mb"] is not None, summary
     assert 90 < summary["tree_pss_peak_mb"] < 200, summary
 
+
+
+def test_counter_rates_come_from_within_each_turn():
+    """An interleaved run's counters are read where its turns begin and end: the
+    switches and throttled periods between turns belong to the other members' trials,
+    and a reading whose tree lost a member (a loader that exited) counts down."""
+    from harness.telemetry import Counters, Telemetry
+
+    data = Telemetry(measuring_from=0.5, turns=[[1.0, 2.0], [5.0, 6.0]], counters=[
+        Counters("server0", 0.2, 0, 0, 0, 0),  # before measuring
+        Counters("server0", 1.0, 50, 5, 30, 1),
+        Counters("server0", 2.0, 150, 25, 60, 16),
+        Counters("server0", 5.0, 9000, 900, 150, 150),  # between turns: others' trials
+        Counters("server0", 6.0, 9100, 920, 180, 165),
+        Counters("worker0", 1.0, 500, 0),
+        Counters("worker0", 2.0, 400, 0)])  # counted down: left out, no rate at all
+    switches, throttled = data.counter_rates()
+    assert switches == {"server0": {"voluntary_per_s": 100.0, "involuntary_per_s": 20.0}}
+    assert throttled == {"server0": 0.5}  # 30 of 60 periods, both turns
+
+
+def test_interleaved_turns_measure_wake_ups_inside_each_turn():
+    """A real process that sleeps 5 ms at a time, sampled in three short turns with idle
+    gaps between them, as an interleaved run is: each turn's start and end readings give
+    its wake-up rate."""
+    from harness.telemetry import Sampler
+
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import time\nwhile True: time.sleep(0.005)"],
+                             start_new_session=True)
+    try:
+        sampler = Sampler(interval_s=60.0, gpu=False)  # no thread: every tick is ours
+        sampler.add("server0", child.pid)
+        time.sleep(0.5)
+        sampler.tick(record=False)
+        for _ in range(3):
+            sampler.turn_begins()
+            time.sleep(0.3)
+            sampler.turn_ends()
+            time.sleep(0.3)
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+    assert len(sampler.data.counters) == 6  # a reading at each turn's start and end
+    switches, _ = sampler.data.counter_rates()
+    assert 80 < switches["server0"]["voluntary_per_s"] < 250, switches
