@@ -234,7 +234,10 @@ def cpu_stat_file(pid: int) -> Path | None:
     except OSError:
         return None
     for line in lines:
-        _, controllers, rel = line.split(":", 2)
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, rel = parts
         if "cpu" in controllers.split(","):
             path = ROOT / "cpu" / rel.lstrip("/") / "cpu.stat"
             if path.is_file():
