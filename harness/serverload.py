@@ -45,10 +45,11 @@ class ServerLoad:
     @property
     def per_client_over_worker(self) -> float:
         """Per client over the same run's worker's CPU per step. A worker's step is the
-        same at every client count (one batch, its gradients pushed and pulled once),
-        so its CPU per step gauges how fast this machine ran this kind of work during
-        that run: it moved by up to 50% between sweeps of the same configuration, where
-        the noise meter's GEMM and copy probes moved by about 10%."""
+        same work at every client count (one batch, its gradients pushed and pulled
+        once), so its CPU per step says how fast this machine ran this kind of work
+        during that run: at 1 client it moved by 51% between two sweeps a day apart,
+        where the noise meter's GEMM and copy probes moved by 19%. Only roughly, though:
+        it also grows with clients (waiting costs some CPU), so this ratio is a hint."""
         return self.per_client / self.worker_core_s if self.worker_core_s else float("nan")
 
 

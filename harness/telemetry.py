@@ -17,6 +17,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from runners import cgroups
 from runners.process import all_pids, read_stat, tree
@@ -303,7 +304,7 @@ class Sampler:
         self._thread = threading.Thread(target=self._loop, daemon=True, name="telemetry")
         self._paused = False
         self._lock = threading.Lock()  # ticks come from its thread and from turn changes
-        self._cpu_stat: dict[int, object] = {}  # root pid -> its cgroup's cpu.stat (or None)
+        self._cpu_stat: dict[int, Path | None] = {}  # root pid -> its cgroup's cpu.stat
 
     def add(self, tag: str, pid: int) -> None:
         self.roots[tag] = pid
