@@ -69,7 +69,7 @@ def check(dbs: list[Path], name: str) -> dict:
     """The held-out validation of one sweep's database, or over several repeats' (each
     repeat's and the median sweep's), as printed and as JSON."""
     if len(dbs) == 1:
-        with Store(str(dbs[0])) as store:
+        with Store(dbs[0], readonly=True) as store:
             result = holdout.validate(store, name)
         print(holdout.table(result))
         return _json(result)

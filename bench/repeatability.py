@@ -59,7 +59,7 @@ def sweep(name: str, extra: list[str], out: Path) -> float:
 
 def all_verdicts(db: Path) -> dict[tuple, verdicts.Verdict]:
     """Every pair of frameworks per network and settings (throughput mode)."""
-    with Store(db) as store:
+    with Store(db, readonly=True) as store:
         ok = [r for r in store.runs("WHERE status = 'ok' AND mode = 'throughput'")]
         rounds = verdicts.round_times(store.trials(r["run_id"] for r in ok))
     by: dict[tuple, list[dict]] = {}
@@ -90,7 +90,7 @@ def overlap_share(x: Path, y: Path, repeat_intervals: bool = False
     the intervals are widened by the host's drift estimated without both sweeps."""
     def rows(db: Path) -> dict[tuple, dict]:
         # by what is measured, not config_hash: the fixed schedule runs 5 steps per trial
-        with Store(db) as s:
+        with Store(db, readonly=True) as s:
             return {(r["framework"], r["model"], r["mode"], r["batch_size"], r["image_size"]): r
                     for r in s.runs("WHERE status = 'ok'")}
 
@@ -140,7 +140,7 @@ def drift(x: Path, y: Path) -> dict[str, float]:
     """images/s of the second database over the first, per configuration: how much the
     machine itself moved between the sweeps."""
     def rows(db: Path) -> dict[tuple, float]:
-        with Store(db) as s:
+        with Store(db, readonly=True) as s:
             return {(r["framework"], r["model"], r["mode"]): r["images_per_s"]
                     for r in s.runs("WHERE status = 'ok'")}
 

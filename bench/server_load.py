@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         if not db.is_file():
             ap.error(f"--db {db}: no such file (give a results database of "
                      f"{EXPERIMENT.name}, or measure with --repeats)")
-        with Store(db) as st:
+        with Store(db, readonly=True) as st:
             runs.append(st.runs())
     curves = serverload.curves(runs)
     if not curves:

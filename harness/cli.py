@@ -51,13 +51,14 @@ def _flag(name: str) -> str:
     return FIELDS[name].flag or "--" + name.replace("_", "-")
 
 
-def _add_spec_flags(p: argparse.ArgumentParser) -> None:
+def _add_spec_flags(p: argparse.ArgumentParser, title: str = (
+        "one configuration (instead of --experiment; with it, each flag holds over the "
+        "file's [defaults] and [matrix]: --framework mxnet runs MXNet's share)")) -> None:
     """One flag per RunSpec field, generated from its declaration (frameworks/contract.py
     FIELDS): the flag's type, choices and help cannot drift from what validation checks."""
     from frameworks.contract import FIELDS
 
-    g = p.add_argument_group("one configuration (instead of --experiment; each flag also "
-                             "overrides the experiment file's value)")
+    g = p.add_argument_group(title)
     for name, f in FIELDS.items():
         if f.type is bool:
             g.add_argument(_flag(name), dest=name, action="store_true", default=None,
@@ -112,7 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
     p_run = sub.add_parser(
         "run", help="run one configuration or an experiment file",
         description="Run benchmarks and store every raw measurement in the results DB. "
-                    "Give either --experiment FILE or --framework and --model.",
+                    "Give either --experiment FILE or --framework and --model. With "
+                    "--experiment, a run setting given as a flag holds for every run of the "
+                    "file, over its [defaults] and its [matrix]: `-e "
+                    "experiments/shi2017-emulated.toml --framework mxnet` runs only MXNet's "
+                    "share of the sweep, stored as that experiment's runs.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p_run.add_argument("--experiment", "-e", help="TOML experiment file (see experiments/)")
     p_run.add_argument("--name", help="experiment name to store runs under")
@@ -441,6 +446,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_plan = sub.add_parser("plan", help="show an experiment's runs before running it")
     p_plan.add_argument("experiment_file")
     p_plan.add_argument("--db", help="also show which runs are already stored (resume)")
+    _add_spec_flags(p_plan, "run settings, as `dnnbench run -e FILE` takes them: each holds "
+                            "over the file's [defaults] and [matrix]")
     return parser
 
 
@@ -728,7 +735,7 @@ def cmd_results(args: argparse.Namespace) -> int:
     if not Path(args.db).is_file():
         raise UserError(f"results database {args.db} does not exist")
     filters = {k: getattr(args, k) for k in export.FILTERS if k != "experiment"}
-    with Store(args.db) as store:
+    with Store(args.db, readonly=True) as store:
         if args.trace:
             from harness import trace
 
@@ -944,12 +951,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from harness import experiment
     from harness.sweep import describe
 
-    exp = experiment.load(args.experiment_file)
+    exp = experiment.load(args.experiment_file, _spec_overrides(args))
     stored: dict[str, str] = {}
     if args.db and Path(args.db).is_file():
         from harness.store import Store
 
-        with Store(args.db) as store:
+        with Store(args.db, readonly=True) as store:
             stored = {r["config_hash"]: r["status"] for r in store.runs(
                 "WHERE experiment = ?", (exp.name,))}
     runnable = len(exp.runnable)
@@ -1029,7 +1036,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         if args.holdout:
             from harness.perfmodel import holdout
 
-            with Store(args.db) as store:
+            with Store(args.db, readonly=True) as store:
                 try:
                     result = holdout.validate(store, args.experiment,
                                               pooled=args.pooled_links)
@@ -1037,7 +1044,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
                     raise UserError(str(exc)) from None
             print(holdout.table(result))
             return 0 if all(v["pass"] for v in result.by_strategy().values()) else 1
-        with Store(args.db) as store:
+        with Store(args.db, readonly=True) as store:
             cs = checks(store, args.experiment, intra=args.intra, inter=args.link)
         if not cs:
             print("no stored run the model can check (needs throughput runs with a matching "
@@ -1065,7 +1072,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
             raise UserError(f"no compute times: give --t-forward/--t-backward, --device-preset "
                             f"or a results DB with a single-device run (--db {args.db} does "
                             "not exist)")
-        with Store(args.db) as store:
+        with Store(args.db, readonly=True) as store:
             try:
                 compute = compute_from_store(store, args.framework, args.model, args.batch,
                                              args.image_size)
@@ -1117,7 +1124,7 @@ def cmd_ps_placement(args: argparse.Namespace) -> int:
 
         if not Path(args.db).is_file():
             raise UserError(f"results database {args.db} does not exist")
-        with Store(args.db) as store:
+        with Store(args.db, readonly=True) as store:
             for r in store.runs("WHERE status = 'ok' AND model = ? AND ps > 0", (args.model,)):
                 rec = json.loads(r["manifest_json"] or "{}").get("ranks", {}).get("0", {})
                 if rec.get("placement"):
@@ -1223,7 +1230,7 @@ def cmd_paper(args: argparse.Namespace) -> int:
     if args.db:
         if not Path(args.db).is_file():
             raise UserError(f"results database {args.db} does not exist")
-        with Store(args.db) as store:
+        with Store(args.db, readonly=True) as store:
             rep = papers.with_measurements(rep, store.runs("WHERE status = 'ok'"))
     if args.table:
         cols = list(rep.rows[0])

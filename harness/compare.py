@@ -73,7 +73,7 @@ def _newest_ok(path: str, experiment: str | None) -> dict[str, dict]:
     if experiment:
         where += " AND experiment = ?"
         params.append(experiment)
-    with Store(path) as store:
+    with Store(path, readonly=True) as store:
         rows = store.runs(where, params)  # oldest first: the newest wins below
     return {r["config_hash"]: r for r in rows}
 

@@ -108,7 +108,11 @@ def _checked_data(src: str, root: str, cache: dict[str, str]) -> str:
 
 def from_dict(data: dict[str, Any], src: str = "<experiment>",
               overrides: dict[str, Any] | None = None, strict: bool = False) -> Experiment:
-    """Expand `data`; with strict=True an unsupported combination is an error, not a skip."""
+    """Expand `data`; with strict=True an unsupported combination is an error, not a skip.
+
+    `overrides` (the command line's run flags) hold over [defaults] and [matrix] alike,
+    so a flag narrows a sweep to its value and the narrowed runs keep the full sweep's
+    identities (a database of the whole sweep resumes them)."""
     unknown = set(data) - TOP_KEYS
     if unknown:
         key = sorted(unknown)[0]
@@ -136,6 +140,9 @@ def from_dict(data: dict[str, Any], src: str = "<experiment>",
                                   "not part of a run's identity, so its values would collapse "
                                   "into one run); set one value under [defaults]")
         axes[key] = [_check_value(src, "matrix", key, v) for v in values]
+    for key, value in (overrides or {}).items():
+        if key in axes:  # a flag holds over the sweep too: the file's runs narrowed to it
+            axes[key] = [value]
     for i, rule in enumerate(excludes):
         for key, value in rule.items():
             _check_value(src, f"exclude[{i}]", key, value)

@@ -87,7 +87,7 @@ def build(repeats: list[str | Path], out: str | Path) -> MedianSweep:
         seen[real] = p
     per_repeat: list[list[dict]] = []
     for p in paths:
-        with Store(p) as st:  # migrates an older database's columns
+        with Store(p, readonly=True) as st:  # today's columns, the file untouched
             per_repeat.append(st.runs())
     owner: dict[str, int] = {}
     for i, rows in enumerate(per_repeat):

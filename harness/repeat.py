@@ -106,7 +106,7 @@ class History:
         if not Path(db).is_file():
             raise FileNotFoundError(f"results database {db} does not exist")
         tag = hashlib.sha1(str(Path(db).resolve()).encode()).hexdigest()[:12]
-        with Store(db) as store:
+        with Store(db, readonly=True) as store:
             rows = store.runs("WHERE status = 'ok'")
         return sum(self.record(r, f"db:{tag}:{r['experiment']}") for r in rows)
 

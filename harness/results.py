@@ -92,7 +92,7 @@ def load(path: str | Path, experiment: str | None = None) -> Results:
     """Every table of the database at `path` (only `experiment`'s runs, if given)."""
     if not Path(path).is_file():
         raise ResultsError(f"results database {path} does not exist")
-    with Store(path) as store:
+    with Store(path, readonly=True) as store:
         where, params = ("WHERE experiment = ?", (experiment,)) if experiment else ("", ())
         runs = _frame(store, "runs", where + " ORDER BY started", params)
         for col in ("spec_json", "manifest_json"):

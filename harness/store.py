@@ -133,6 +133,10 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
     ("cpu_throttled_by_process_json", "TEXT", "", "share of the CFS periods in which the "
      "CPU cgroup of each launched process ran out of quota while measuring (emulated hosts "
      "with cpus_per_host, containers with a CPU limit): near 1 that host was CPU-bound"),
+    ("cpu_cores_by_thread_json", "TEXT", "cores", "mean CPU use of each thread of each "
+     "launched process tree while measuring, as \"name/tid\" (threads under 0.0005 cores "
+     "left out): where in a process its CPU goes, e.g. a server's message thread apart "
+     "from the threads that sum and apply"),
     ("gpu_util_pct", "REAL", "%", "mean GPU utilisation while measuring (NVML)"),
     ("gpu_mem_peak_mb", "REAL", "MiB", "peak GPU memory used (NVML)"),
     ("gpu_power_w", "REAL", "W", "mean GPU power while measuring (NVML)"),
@@ -206,23 +210,61 @@ class StoreError(ValueError):
     """The results database cannot be opened or used; the message names it."""
 
 
+def _snapshot(path: Path) -> sqlite3.Connection:
+    """An in-memory copy of the database at `path`, read without writing to it. With no
+    -wal file beside it no connection has it open (a WAL database keeps one while any
+    does), and it is read as immutable: a read-only connection to a WAL database would
+    otherwise create -wal and -shm files and leave them behind. With one, a sweep may be
+    writing: read through its WAL under the usual locks (the files exist already)."""
+    live = Path(f"{path}-wal").exists()
+    src = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro{'' if live else '&immutable=1'}",
+                          uri=True, timeout=30)
+    try:
+        mem = sqlite3.connect(":memory:")
+        src.backup(mem)
+        return mem
+    finally:
+        src.close()
+
+
 #: Statuses that end a configuration: a sweep neither runs nor stores it again.
 FINISHED = ("ok", "skipped")
 
 
 class Store:
-    def __init__(self, path: str | Path) -> None:
+    """A results database, opened to record runs or, with `readonly=True`, to read them.
+
+    A reader (report, compare, predict, paper, the bench tools) gets a private in-memory
+    copy, taken through SQLite's backup API from a read-only connection: the file is
+    never written, so a shipped or archived database keeps its bytes (a writer's open
+    migrates older columns and switches the file to WAL), a sweep still writing to it is
+    read as one consistent snapshot, and a mistyped path is an error instead of a new
+    empty database."""
+
+    def __init__(self, path: str | Path, readonly: bool = False) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.readonly = readonly
+        if readonly and not self.path.is_file():
+            what = "is a folder" if self.path.is_dir() else "does not exist"
+            raise StoreError(f"results database {self.path} {what} (run `dnnbench run` "
+                             "first, or give --db the file a sweep wrote)")
+        if not readonly:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self.conn = sqlite3.connect(str(self.path), timeout=30)
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("PRAGMA synchronous=FULL")
+            if readonly:
+                self.conn = _snapshot(self.path)
+            else:
+                self.conn = sqlite3.connect(str(self.path), timeout=30)
+                self.conn.execute("PRAGMA journal_mode=WAL")
+                self.conn.execute("PRAGMA synchronous=FULL")
             self.conn.executescript(SCHEMA)
             self._migrate()
         except sqlite3.DatabaseError as exc:  # not SQLite, a folder, unreadable, locked
             raise StoreError(f"results database {self.path}: {exc} (give --db a new file or "
                              "a dnnbench results database)") from None
+        if readonly:  # the copy has today's columns; nothing may think it stored a run
+            self.conn.execute("PRAGMA query_only = ON")
+            return
         try:  # one row per (experiment, configuration); a database made before may hold more
             with self.conn:
                 self.conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS runs_identity ON "

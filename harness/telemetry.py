@@ -58,6 +58,9 @@ class Counters:
     involuntary: int
     periods: int | None = None  # CFS periods of its CPU cgroup (None: no quota readable)
     throttled: int | None = None  # of which the group ran out of quota
+    #: CPU ticks so far of each of its live threads ("name/tid"): a server's message
+    #: I/O thread apart from the threads that sum and apply gradients
+    threads: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -90,6 +93,37 @@ class Telemetry:
                 out.setdefault(s.tag, []).append(s)
         return out
 
+    def _counter_pairs(self):
+        """(tag, earlier, later) for consecutive counter readings of one tree inside one
+        stretch of measuring time."""
+        for tag in sorted({c.tag for c in self.counters}):
+            got = sorted((c for c in self.counters if c.tag == tag), key=lambda c: c.t)
+            for a, b in zip(got, got[1:]):
+                turn = self._turn(a.t)
+                if turn is not None and turn == self._turn(b.t) and b.t > a.t:
+                    yield tag, a, b
+
+    def thread_rates(self, least: float = 0.0005) -> dict[str, dict[str, float]]:
+        """{tag: {"name/tid": mean CPU cores}} while measuring, from the same readings
+        as counter_rates. A thread's interval counts only where it was read at both ends
+        and its ticks did not count down (its id reused); threads under `least` cores are
+        left out (an idle pool adds entries, not information)."""
+        spans: dict[tuple[str, str], list[float]] = {}
+        for tag, a, b in self._counter_pairs():
+            for name, ticks in b.threads.items():
+                before = a.threads.get(name)
+                if before is None or ticks < before:
+                    continue
+                acc = spans.setdefault((tag, name), [0.0, 0])
+                acc[0] += b.t - a.t
+                acc[1] += ticks - before
+        out: dict[str, dict[str, float]] = {}
+        for (tag, name), (dt, ticks) in sorted(spans.items()):
+            cores = ticks / TICK / dt
+            if cores >= least:
+                out.setdefault(tag, {})[name] = round(cores, 4)
+        return out
+
     def counter_rates(self) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
         """({tag: voluntary and involuntary context switches per second}, {tag: share of
         its CPU cgroup's CFS periods that ran out of quota}) while measuring, from
@@ -97,21 +131,18 @@ class Telemetry:
         turns are not its own). A reading whose tree lost a member (a loader that exited)
         counts down, and that interval is left out."""
         spans: dict[str, list[float]] = {}
-        for tag in sorted({c.tag for c in self.counters}):
-            got = sorted((c for c in self.counters if c.tag == tag), key=lambda c: c.t)
-            for a, b in zip(got, got[1:]):
-                turn = self._turn(a.t)
-                dv, di = b.voluntary - a.voluntary, b.involuntary - a.involuntary
-                if turn is None or turn != self._turn(b.t) or b.t <= a.t or min(dv, di) < 0:
-                    continue
-                acc = spans.setdefault(tag, [0.0, 0, 0, 0, 0])
-                acc[0] += b.t - a.t
-                acc[1] += dv
-                acc[2] += di
-                if None not in (a.periods, b.periods, a.throttled, b.throttled) \
-                        and b.periods >= a.periods:
-                    acc[3] += b.periods - a.periods
-                    acc[4] += b.throttled - a.throttled
+        for tag, a, b in self._counter_pairs():
+            dv, di = b.voluntary - a.voluntary, b.involuntary - a.involuntary
+            if min(dv, di) < 0:
+                continue
+            acc = spans.setdefault(tag, [0.0, 0, 0, 0, 0])
+            acc[0] += b.t - a.t
+            acc[1] += dv
+            acc[2] += di
+            if None not in (a.periods, b.periods, a.throttled, b.throttled) \
+                    and b.periods >= a.periods:
+                acc[3] += b.periods - a.periods
+                acc[4] += b.throttled - a.throttled
         switches = {tag: {"voluntary_per_s": round(v / dt, 1),
                           "involuntary_per_s": round(i / dt, 1)}
                     for tag, (dt, v, i, _, _) in spans.items()}
@@ -145,6 +176,9 @@ class Telemetry:
             out["ctx_switches_by_process_json"] = json.dumps(switches, sort_keys=True)
         if throttled:
             out["cpu_throttled_by_process_json"] = json.dumps(throttled, sort_keys=True)
+        threads = self.thread_rates()
+        if threads:
+            out["cpu_cores_by_thread_json"] = json.dumps(threads, sort_keys=True)
         gpus = [s for v in self._window("gpu").values() for s in v]
         if gpus:
             out["gpu_util_pct"] = sum(s.gpu_util or 0 for s in gpus) / len(gpus)
@@ -231,6 +265,32 @@ def context_switches(pids) -> tuple[int, int]:
                 elif line.startswith(b"nonvoluntary_ctxt_switches:"):
                     involuntary += int(line.split()[1])
     return voluntary, involuntary
+
+
+def thread_ticks(pids) -> dict[str, int]:
+    """CPU ticks (user + system) so far of every live thread of these processes, keyed
+    "name/tid" (the kernel's comm, then the thread id): many runtimes never name their
+    threads (an MXNet server's message and update threads all read "python"), so the id
+    keeps them apart, and the name says what it can (pt_autograd_0, tf_...)."""
+    out: dict[str, int] = {}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat", "rb") as fh:
+                    text = fh.read()
+            except OSError:
+                continue
+            head, _, rest = text.rpartition(b")")  # the name may hold spaces and ')'
+            f = rest.split()
+            if len(f) < 13 or b"(" not in head:
+                continue
+            name = head.split(b"(", 1)[1].decode("utf-8", "replace")
+            out[f"{name}/{tid}"] = int(f[11]) + int(f[12])
+    return out
 
 
 def pss_bytes(pid: int) -> int | None:
@@ -350,7 +410,8 @@ class Sampler:
             stat = self._cpu_stat[root]
             cfs = cgroups.throttling(stat) if stat is not None else None
             vol, inv = context_switches(members)
-            self.data.counters.append(Counters(tag, t, vol, inv, *(cfs or (None, None))))
+            self.data.counters.append(Counters(tag, t, vol, inv, *(cfs or (None, None)),
+                                               threads=thread_ticks(members)))
 
     def cpu_ticks(self) -> dict[int, int]:
         """pid -> CPU ticks (utime + stime, all threads) of every process of the registered

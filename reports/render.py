@@ -33,7 +33,29 @@ def _env() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
                              autoescape=True, undefined=jinja2.StrictUndefined)
     env.filters["fmt"] = T.fmt
+    env.filters["cell"] = run_cell
     return env
+
+
+def run_cell(value: Any, column: str) -> str:
+    """A cell of the all-runs table. A per-process column (JSON by tag) reads as `tag
+    value` pairs, nested counts named (`worker0: voluntary 402, involuntary 31`): raw JSON
+    in a table cell is unreadable and, unbroken, widens the table past the page."""
+    if not column.endswith("_json") or not value:
+        return T.fmt(value)
+    try:
+        obj = json.loads(value)
+    except ValueError:
+        return str(value)
+    if not isinstance(obj, dict):
+        return str(value)
+
+    def one(v: Any) -> str:
+        if isinstance(v, dict):
+            return ", ".join(f"{k.removesuffix('_per_s')} {T.fmt(x)}" for k, x in v.items())
+        return T.fmt(v)
+
+    return "; ".join(f"{tag}: {one(v)}" for tag, v in obj.items())
 
 
 def _shootout_charts(shoot: T.Table) -> list:
@@ -280,7 +302,7 @@ def render_file(db: str | Path, output: str | Path, experiment: str | None = Non
     if fmt not in FORMATS:
         raise ValueError(f"unknown report format {fmt!r}; known: {', '.join(FORMATS)}")
     out = Path(output)
-    with Store(db) as store:
+    with Store(db, readonly=True) as store:
         ctx = build(store, experiment)
     if fmt == "csv":
         write_csvs(ctx, out)

@@ -56,6 +56,12 @@ mode = "breakdown"
     r2 = run_cli("run", "-e", str(exp), "--db", str(db))
     assert r2.returncode == 0 and "5 already stored" in r2.stdout
     assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 5
+    # A run flag narrows the file's matrix to its value: the same runs, by the same keys.
+    r3 = run_cli("run", "-e", str(exp), "--db", str(db), "--model", "resnet50")
+    assert r3.returncode == 0 and "2 already stored" in r3.stdout, r3.stdout
+    assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 5
+    plan = run_cli("plan", str(exp), "--db", str(db), "--model", "resnet50")
+    assert plan.returncode == 0 and ": 2 runs, 2 to measure" in plan.stdout, plan.stdout
 
 
 def test_single_run_from_flags_and_results_export(tmp_path, torch_env):

@@ -433,6 +433,51 @@ def test_counter_rates_come_from_within_each_turn():
     assert throttled == {"server0": 0.5}  # 30 of 60 periods, both turns
 
 
+def test_thread_rates_count_threads_read_at_both_ends_of_a_turn():
+    """Per-thread CPU from the same readings: only within a turn, only threads read at
+    both ends, and not across a count down (a thread id reused)."""
+    from harness.telemetry import TICK, Counters, Telemetry
+
+    t = TICK  # ticks in one second
+    data = Telemetry(measuring_from=0.5, turns=[[1.0, 3.0], [5.0, 6.0]], counters=[
+        Counters("server0", 1.0, 0, 0, threads={"io": 0, "python": 0, "omp": 50}),
+        Counters("server0", 2.0, 0, 0, threads={"io": t // 2, "python": t // 10, "omp": 10}),
+        Counters("server0", 3.0, 0, 0, threads={"io": t, "python": t // 5, "new": 7}),
+        Counters("server0", 5.0, 0, 0, threads={"io": 99 * t}),  # between turns
+        Counters("server0", 6.0, 0, 0, threads={"io": 99 * t + t // 2})])
+    assert data.thread_rates() == {"server0": {"io": 0.5, "python": 0.1}}
+
+
+def test_each_threads_cpu_is_read_under_its_name():
+    """A real process whose named thread spins while its main thread sleeps, sampled in
+    one turn: the spinner's CPU is stored under its name, apart from the main thread."""
+    from harness.telemetry import Sampler
+
+    code = ("import ctypes, threading, time\n"
+            "def spin():\n"
+            "    ctypes.CDLL(None).prctl(15, b'spinner', 0, 0, 0)\n"
+            "    while True: pass\n"
+            "threading.Thread(target=spin, daemon=True).start()\n"
+            "while True: time.sleep(0.01)\n")
+    child = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        sampler = Sampler(interval_s=60.0, gpu=False)
+        sampler.add("server0", child.pid)
+        time.sleep(0.5)
+        sampler.tick(record=False)
+        sampler.turn_begins()
+        time.sleep(1.5)
+        sampler.turn_ends()
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+    rates = sampler.data.thread_rates()["server0"]
+    (spinner,) = [k for k in rates if k.startswith("spinner/")]  # name/tid
+    assert rates[spinner] > 0.3 and sum(rates.values()) - rates[spinner] < 0.2, rates
+    stored = json.loads(sampler.data.summary()["cpu_cores_by_thread_json"])
+    assert stored["server0"][spinner] == rates[spinner]
+
+
 def test_interleaved_turns_measure_wake_ups_inside_each_turn():
     """A real process that sleeps 5 ms at a time, sampled in three short turns with idle
     gaps between them, as an interleaved run is: each turn's start and end readings give

@@ -158,6 +158,14 @@ def test_parameter_servers_on_hosts_of_their_own(all_envs, clean, tmp_path):
     cores = bottleneck.host_cores(r)
     assert set(cores) == {0, 1, 2, 3} and cores[2] > 5 * cores[3]
     assert max(cores.values()) <= 0.4 * 1.1  # each host held to its quota
+    # the server's CPU thread by thread: more than one thread works, and they add up to
+    # the process's CPU sampled apart (1 s ticks against the counters' full scans)
+    threads = json.loads(r["cpu_cores_by_thread_json"])
+    by_process = json.loads(r["cpu_cores_by_process_json"])
+    assert set(threads) <= set(by_process), threads
+    tag = next(t for t in threads if t.startswith("server"))
+    assert len([c for c in threads[tag].values() if c > 0.005]) >= 2, threads[tag]
+    assert sum(threads[tag].values()) == pytest.approx(by_process[tag], rel=0.25), threads
     assert leftovers() == []
 
 

@@ -51,6 +51,17 @@ def test_malformed_files_give_one_line_naming_file_and_key(tmp_path, text, messa
     assert str(tmp_path / "exp.toml") in msg and message in msg and "\n" not in msg
 
 
+def test_a_run_flag_holds_over_the_matrix_and_keeps_the_sweeps_run_keys(tmp_path):
+    full = load(write(tmp_path, GOOD))
+    only = load(write(tmp_path, GOOD), {"model": "resnet50"})
+    assert {p.spec.model for p in only.runs} == {"resnet50"} and len(only.runs) == 4
+    assert ({p.spec.config_hash() for p in only.runs}
+            < {p.spec.config_hash() for p in full.runs})  # resumes the full sweep's runs
+    assert {p.spec.steps for p in load(write(tmp_path, GOOD), {"steps": 5}).runs} == {5}
+    new = load(write(tmp_path, GOOD), {"model": "googlenet"})  # one the file did not list
+    assert {p.spec.model for p in new.runs} == {"googlenet"} and len(new.runs) == 4
+
+
 def test_missing_file(tmp_path):
     with pytest.raises(ExperimentError, match="does not exist"):
         load(tmp_path / "nope.toml")

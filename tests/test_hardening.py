@@ -14,7 +14,7 @@ import pytest
 
 from frameworks.contract import FIELDS, RunSpec, SpecError, check_field, validate
 from harness import experiment
-from harness.store import Store
+from harness.store import Store, StoreError
 from runners.container import ContainerError, container_command
 from runners.slurm import SlurmError, SlurmOptions, sbatch_script
 from runners.spec import ProcessSpec
@@ -195,6 +195,42 @@ def test_two_writers_store_each_configuration_once(tmp_path):
     assert sum(stored) == 1
     rows = sqlite3.connect(db).execute("SELECT COUNT(*) FROM runs").fetchone()
     assert rows == (1,)
+
+
+def test_reading_a_database_never_writes_it(tmp_path):
+    """A database made before today's columns (a shipped repeat), read by the store's
+    read-only open and by `dnnbench report`: same bytes after, no WAL files, today's
+    columns in the rows read, writes refused; a mistyped path creates nothing."""
+    import hashlib
+    import shutil
+    from pathlib import Path
+
+    from reports.render import run_cell
+
+    shipped = (Path(__file__).resolve().parent.parent / "experiments" / "measured"
+               / "cori2017-emulated-repeats" / "r1.db")
+    db = Path(shutil.copy(shipped, tmp_path / "old.db"))
+    con = sqlite3.connect(db)
+    assert "ctx_switches_by_process_json" not in {
+        r[1] for r in con.execute("PRAGMA table_info(runs)")}
+    con.close()  # the last connection gone, its -wal and -shm files go too
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    with Store(db, readonly=True) as st:
+        rows = st.runs("WHERE status = 'ok'")
+        assert rows and all(r["ctx_switches_by_process_json"] is None for r in rows)
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            st.conn.execute("DELETE FROM runs")
+    r = run_cli("report", "--db", str(db), "-o", str(tmp_path / "r.html"))
+    assert r.returncode == 0, r.stderr
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.db", "r.html"]
+    page = (tmp_path / "r.html").read_text()  # per-process columns as tag-value pairs
+    assert "worker0: 0." in page and "{&#34;" not in page
+    assert run_cell('{"worker0": {"voluntary_per_s": 402.0, "involuntary_per_s": 31.0}}',
+                    "ctx_switches_by_process_json") == "worker0: voluntary 402, involuntary 31"
+    with pytest.raises(StoreError, match="does not exist"):
+        Store(tmp_path / "typo" / "x.db", readonly=True)
+    assert not (tmp_path / "typo").exists()
 
 
 from frameworks.contract import (  # noqa: E402

@@ -1,9 +1,8 @@
 """A parameter server's load per step, read from the databases shipped with the README's
-claims (experiments/measured/, copied first: opening a database may migrate it)."""
+claims (experiments/measured/, opened read-only: the files keep their bytes)."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -13,22 +12,21 @@ from harness import serverload
 MEASURED = Path(__file__).resolve().parent.parent / "experiments" / "measured"
 
 
-def _curves(tmp_path: Path, folder: str) -> dict[tuple[str, str, int], serverload.Curve]:
+def _curves(folder: str) -> dict[tuple[str, str, int], serverload.Curve]:
     from harness.store import Store
 
     runs = []
     for i in (1, 2, 3):
-        db = Path(shutil.copy(MEASURED / folder / f"r{i}.db", tmp_path / f"{folder}-r{i}.db"))
-        with Store(db) as st:
+        with Store(MEASURED / folder / f"r{i}.db", readonly=True) as st:
             runs.append(st.runs())
     return {(c.model, c.strategy, c.servers): c for c in serverload.curves(runs)}
 
 
-def test_the_readmes_server_load_numbers_recompute(tmp_path):
+def test_the_readmes_server_load_numbers_recompute():
     """"What a parameter server's CPU per client depends on": one MXNet server on a host
     of its own, 1-8 clients, three sweeps (server-load-own), beside the three
     cori2017-emulated-own repeats of the day before."""
-    today = _curves(tmp_path, "server-load-own-repeats")
+    today = _curves("server-load-own-repeats")
     res = today["resnet50", "ps-sync", 1]
     assert sorted(res.points) == [1, 2, 3, 4, 6, 8]
     assert all(len(v) == 3 for v in res.points.values())
@@ -67,22 +65,22 @@ def test_the_readmes_server_load_numbers_recompute(tmp_path):
            "measured 1.131); through 2 to 8 clients: -0.005 + 0.144 n" in text
 
 
-def test_sync_and_async_servers_are_separate_curves(tmp_path):
+def test_sync_and_async_servers_are_separate_curves():
     """The ps-async experiment holds dist_sync and dist_async runs of one network and
     server count: each strategy is its own curve (one curve of both would take each
     client count's median across two different servers)."""
-    got = _curves(tmp_path, "scaling-emulated-ps-async-repeats")
+    got = _curves("scaling-emulated-ps-async-repeats")
     assert {(m, s) for m, s, _ in got} == {("googlenet", "ps-sync"), ("googlenet", "ps-async")}
     for c in got.values():
         assert all(s.strategy == c.strategy and s.servers == c.servers
                    for v in c.points.values() for s in v)
 
 
-def test_runs_stored_before_the_counters_read_as_unmeasured(tmp_path):
+def test_runs_stored_before_the_counters_read_as_unmeasured():
     """The cori2017-emulated-own repeats (2026-12-03, before context switches and
     throttling were stored): their servers' CPU is read, their wake-ups and throttling
     print as unmeasured, not as zero."""
-    old = _curves(tmp_path, "cori2017-emulated-own-repeats")
+    old = _curves("cori2017-emulated-own-repeats")
     res = old["resnet50", "ps-sync", 1]
     assert sorted(res.points) == [1, 2, 4, 8]
     assert res.med(8, "voluntary") is None and res.med(8, "throttled") is None

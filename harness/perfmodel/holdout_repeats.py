@@ -50,7 +50,7 @@ def validate(repeats: list[str | Path], experiment: str | None = None,
             config_of = _configs(st)
     out = Repeats(sweep, med, config_of=config_of)
     for p in sweep.repeats:
-        with Store(p) as st:
+        with Store(p, readonly=True) as st:
             out.config_of.update(_configs(st))
             try:
                 out.each.append(holdout.validate(st, experiment, pooled=pooled))
