@@ -244,10 +244,9 @@ def _read_all() -> dict[int, tuple[int, int, str, int, int]]:
     return _read(all_pids())
 
 
-def context_switches(pids) -> tuple[int, int]:
-    """(voluntary, involuntary) context switches so far of every live thread of these
-    processes (a thread that exited takes its count with it)."""
-    voluntary = involuntary = 0
+def _task_files(pids, leaf: str):
+    """(tid, bytes of /proc/PID/task/TID/<leaf>) for every live thread of these
+    processes; threads and processes gone meanwhile are skipped."""
     for pid in pids:
         try:
             tids = os.listdir(f"/proc/{pid}/task")
@@ -255,15 +254,23 @@ def context_switches(pids) -> tuple[int, int]:
             continue
         for tid in tids:
             try:
-                with open(f"/proc/{pid}/task/{tid}/status", "rb") as fh:
+                with open(f"/proc/{pid}/task/{tid}/{leaf}", "rb") as fh:
                     text = fh.read()
             except OSError:
                 continue
-            for line in text.splitlines():
-                if line.startswith(b"voluntary_ctxt_switches:"):
-                    voluntary += int(line.split()[1])
-                elif line.startswith(b"nonvoluntary_ctxt_switches:"):
-                    involuntary += int(line.split()[1])
+            yield tid, text
+
+
+def context_switches(pids) -> tuple[int, int]:
+    """(voluntary, involuntary) context switches so far of every live thread of these
+    processes (a thread that exited takes its count with it)."""
+    voluntary = involuntary = 0
+    for _, text in _task_files(pids, "status"):
+        for line in text.splitlines():
+            if line.startswith(b"voluntary_ctxt_switches:"):
+                voluntary += int(line.split()[1])
+            elif line.startswith(b"nonvoluntary_ctxt_switches:"):
+                involuntary += int(line.split()[1])
     return voluntary, involuntary
 
 
@@ -273,23 +280,13 @@ def thread_ticks(pids) -> dict[str, int]:
     threads (an MXNet server's message and update threads all read "python"), so the id
     keeps them apart, and the name says what it can (pt_autograd_0, tf_...)."""
     out: dict[str, int] = {}
-    for pid in pids:
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
+    for tid, text in _task_files(pids, "stat"):
+        head, _, rest = text.rpartition(b")")  # the name may hold spaces and ')'
+        f = rest.split()
+        if len(f) < 13 or b"(" not in head:
             continue
-        for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/stat", "rb") as fh:
-                    text = fh.read()
-            except OSError:
-                continue
-            head, _, rest = text.rpartition(b")")  # the name may hold spaces and ')'
-            f = rest.split()
-            if len(f) < 13 or b"(" not in head:
-                continue
-            name = head.split(b"(", 1)[1].decode("utf-8", "replace")
-            out[f"{name}/{tid}"] = int(f[11]) + int(f[12])
+        name = head.split(b"(", 1)[1].decode("utf-8", "replace")
+        out[f"{name}/{tid}"] = int(f[11]) + int(f[12])
     return out
 
 
