@@ -53,6 +53,12 @@ class Bottleneck:
     #: (None: not stored, as in runs from before 2026-12-03): the kernel's own word on
     #: whether the quota, not the work on hand, set that host's pace
     throttled: float | None = None
+    #: the most times per step any host's ingress shaper made packets wait for tokens
+    #: (tc's overlimits at the bridge port towards it; None: not stored, as in runs from
+    #: before 2026-12-03). Two hosts' ingress carries one peer's already paced flows and
+    #: hardly waits; with more hosts several senders meet there (ResNet-50 x8 on 4 hosts:
+    #: 6-10x as often as x4 on 2), a queue the model's fluid shares do not see
+    ingress_waits: float | None = None
 
     @property
     def verdict(self) -> str:
@@ -131,6 +137,14 @@ def host_bytes_per_step(r: dict) -> dict[int, float]:
     return out
 
 
+def ingress_waits_per_step(r: dict) -> float | None:
+    """The largest of the hosts' ingress-shaper waits per step (None: not counted)."""
+    moved = _obj(r.get("manifest_json")).get("host", {}).get("emulated", {}).get("bytes") or {}
+    waits = [v["in_overlimits"] for v in moved.values() if "in_overlimits" in v]
+    steps = steps_run(r)
+    return max(waits) / steps if waits and steps else None
+
+
 def check(r: dict) -> Bottleneck | None:
     """The busiest host's CPU and wire of a stored throughput run across emulated hosts;
     None where neither can be measured."""
@@ -161,7 +175,8 @@ def check(r: dict) -> Bottleneck | None:
     label = (f"{r['framework']} {r['model']} {r['strategy']}{ps} x{r['workers']} on "
              f"{spec_hosts(spec)} hosts{own}")
     return Bottleneck(label, r["run_id"], t, cpu, cpu_host, wire, wire_host,
-                      host_throttled(r).get(cpu_host) if cpu_host is not None else None)
+                      host_throttled(r).get(cpu_host) if cpu_host is not None else None,
+                      ingress_waits_per_step(r))
 
 
 def table(rows: list[Bottleneck]) -> str:
@@ -173,6 +188,8 @@ def table(rows: list[Bottleneck]) -> str:
              "quota, and its interface's bytes per step over the link's rate, as a share "
              f"of the step; {SATURATED:.0%} or more is saturated):"]
     for b in rows:
+        waits = ("" if b.ingress_waits is None
+                 else f"   ingress waits {b.ingress_waits:,.0f}/step")
         lines.append(f"  {b.label:<50} t_iter {b.t_iter_s * 1e3:8.1f} ms   CPU {pct(b.cpu)}   "
-                     f"wire {pct(b.wire)}   {b.verdict}")
+                     f"wire {pct(b.wire)}   {b.verdict}{waits}")
     return "\n".join(lines)

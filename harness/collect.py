@@ -106,6 +106,9 @@ def record(spec: RunSpec, experiment: str, run_id: str, job: JobResult,
             manifest["ranks"].setdefault(str(ev.get("rank", 0)), {})["device_peak"] = {
                 k: v for k, v in ev.items() if k not in ("event", "rank", "v", "t")}
     row = base_row(spec, experiment, run_id, "ok", manifest=manifest)
+    if job.started is not None:  # the row is built once the job has ended
+        row["started"] = dt.datetime.fromtimestamp(job.started, dt.UTC).isoformat(
+            timespec="seconds")
     row["elapsed_s"] = job.elapsed
     errors = [ev["reason"] for ev in evs if ev["event"] == events.ERROR]
     done = sum(1 for ev in evs if ev["event"] == events.DONE)

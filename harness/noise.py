@@ -51,6 +51,8 @@ OWN_LOAD_SHARE = 0.1
 #: Share of a run's own CPU (its hosts' quotas, else its host's cores) that the group's
 #: idle members may take during its trials before the run says so.
 NEIGHBOURS_SHARE = 0.1
+#: steal above this share of the machine's cores is named in a run's description
+STOLEN_SHARE = 0.05
 #: The sweep's usual best: this quantile of its probes' GEMM rates so far.
 REFERENCE_QUANTILE = 0.9
 GEMM_N = 1024  # 2 GFLOP per product: ~10 ms at ~200 GFLOP/s, enough products per probe
@@ -131,6 +133,20 @@ def neighbours(row: dict) -> tuple[float, float] | None:
     return (taken, cpus) if taken > NEIGHBOURS_SHARE * cpus else None
 
 
+def stolen(row: dict) -> float | None:
+    """Cores the hypervisor gave to other VMs while the run measured (steal in the run's
+    `machine_cpu_json`) when that is more than STOLEN_SHARE of the machine; None
+    otherwise, and for runs stored before it was read. A shared host's load reaches a VM
+    as steal: the probes say a run was disturbed, this says by whom."""
+    machine = row.get("machine_cpu_json")
+    if isinstance(machine, str):
+        machine = json.loads(machine or "{}")
+    if not machine or not machine.get("steal"):
+        return None
+    steal, cores = machine["steal"], sum(machine.values())
+    return steal if cores and steal > STOLEN_SHARE * cores else None
+
+
 def describe(row: dict) -> str:
     """The machine's state around a run, in a few words for a report's table."""
     words = {"disturbed": "disturbed: measure again", "own load": "probe under own load",
@@ -138,6 +154,9 @@ def describe(row: dict) -> str:
     taken = neighbours(row)
     if taken:
         words += ("; " if words else "") + f"idle neighbours took {taken[0]:.2f} cores"
+    steal = stolen(row)
+    if steal:
+        words += ("; " if words else "") + f"other VMs took {steal:.2f} cores (steal)"
     return words
 
 

@@ -137,6 +137,10 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
      "launched process tree while measuring, as \"name/tid\" (threads under 0.0005 cores "
      "left out): where in a process its CPU goes, e.g. a server's message thread apart "
      "from the threads that sum and apply"),
+    ("machine_cpu_json", "TEXT", "cores", "the harness host's mean CPU by kind while "
+     "measuring (/proc/stat: user, system, irq, softirq, steal, idle; they sum to its "
+     "cores): work no process's quota bounds, such as the kernel's for emulated links "
+     "(softirq) and the hypervisor's for other VMs (steal), and whether any core was left"),
     ("gpu_util_pct", "REAL", "%", "mean GPU utilisation while measuring (NVML)"),
     ("gpu_mem_peak_mb", "REAL", "MiB", "peak GPU memory used (NVML)"),
     ("gpu_power_w", "REAL", "W", "mean GPU power while measuring (NVML)"),

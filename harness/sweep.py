@@ -357,7 +357,7 @@ class _SweepContext:
                 prog.trial(ev["trial"] + 1, spec.trials)
 
         reporters = 1 if any(p.role == "chief" for p in procs) else spec.workers
-        counter = ((lambda: {ns: emulated.interface_bytes(ns) for ns in cluster.hosts})
+        counter = ((lambda: emulated.link_counters(cluster.hosts))
                    if cluster is not None else None)
         member = interleave.Member(spec, run_id, procs, launcher, options, reporters, sampler,
                                    on_line, gate_path, counter)

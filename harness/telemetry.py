@@ -63,6 +63,24 @@ class Counters:
     threads: dict[str, int] = field(default_factory=dict)
 
 
+#: /proc/stat's "cpu" line, the fields kept (man 5 proc), and how they are reported:
+#: nice counts as user, iowait as idle (a core waiting on I/O could run something)
+_STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+_MACHINE_KINDS = {"user": ("user", "nice"), "system": ("system",), "irq": ("irq",),
+                  "softirq": ("softirq",), "steal": ("steal",), "idle": ("idle", "iowait")}
+
+
+@dataclass
+class MachineTicks:
+    """The whole machine's CPU ticks so far by kind, read at the counters' moments. The
+    quotas of emulated hosts bound their processes' CPU, but not the kernel's work for
+    their network (veth and netem run in softirq, charged to whichever task the interrupt
+    lands on or to ksoftirqd), nor the harness, nor a neighbour VM's share of the host
+    (steal): a step that waits on none of its processes' resources may wait on these."""
+    t: float
+    ticks: tuple[int, ...]  # in _STAT_FIELDS order
+
+
 @dataclass
 class Telemetry:
     samples: list[Sample] = field(default_factory=list)
@@ -75,6 +93,7 @@ class Telemetry:
     #: idle in between, so only samples inside a turn describe it.
     turns: list[list[float]] = field(default_factory=list)
     counters: list[Counters] = field(default_factory=list)
+    machine: list[MachineTicks] = field(default_factory=list)
 
     def _turn(self, t: float) -> int | None:
         """Which stretch of measuring time t falls in (0 when the run had no turns); None
@@ -93,15 +112,39 @@ class Telemetry:
                 out.setdefault(s.tag, []).append(s)
         return out
 
+    def _consecutive(self, readings):
+        """(earlier, later) for consecutive readings (anything with a time `t`) inside
+        one stretch of measuring time: an interleaved run's idle gaps are not its own."""
+        got = sorted(readings, key=lambda c: c.t)
+        for a, b in zip(got, got[1:]):
+            turn = self._turn(a.t)
+            if turn is not None and turn == self._turn(b.t) and b.t > a.t:
+                yield a, b
+
     def _counter_pairs(self):
         """(tag, earlier, later) for consecutive counter readings of one tree inside one
         stretch of measuring time."""
         for tag in sorted({c.tag for c in self.counters}):
-            got = sorted((c for c in self.counters if c.tag == tag), key=lambda c: c.t)
-            for a, b in zip(got, got[1:]):
-                turn = self._turn(a.t)
-                if turn is not None and turn == self._turn(b.t) and b.t > a.t:
-                    yield tag, a, b
+            for a, b in self._consecutive(c for c in self.counters if c.tag == tag):
+                yield tag, a, b
+
+    def machine_rates(self) -> dict[str, float]:
+        """The whole machine's mean cores by kind while measuring (user, system, irq,
+        softirq, steal, idle; they sum to its core count), from readings within one
+        stretch; an interval whose ticks count down (never, short of a broken clock) is
+        left out."""
+        dt, got = 0.0, [0] * len(_STAT_FIELDS)
+        for a, b in self._consecutive(self.machine):
+            d = [y - x for x, y in zip(a.ticks, b.ticks)]
+            if min(d) < 0:
+                continue
+            dt += b.t - a.t
+            got = [g + x for g, x in zip(got, d)]
+        if not dt:
+            return {}
+        ticks = dict(zip(_STAT_FIELDS, got))
+        return {kind: round(sum(ticks[f] for f in fields) / TICK / dt, 4)
+                for kind, fields in _MACHINE_KINDS.items()}
 
     def thread_rates(self, least: float = 0.0005) -> dict[str, dict[str, float]]:
         """{tag: {"name/tid": mean CPU cores}} while measuring, from the same readings
@@ -179,6 +222,9 @@ class Telemetry:
         threads = self.thread_rates()
         if threads:
             out["cpu_cores_by_thread_json"] = json.dumps(threads, sort_keys=True)
+        machine = self.machine_rates()
+        if machine:
+            out["machine_cpu_json"] = json.dumps(machine)
         gpus = [s for v in self._window("gpu").values() for s in v]
         if gpus:
             out["gpu_util_pct"] = sum(s.gpu_util or 0 for s in gpus) / len(gpus)
@@ -290,6 +336,19 @@ def thread_ticks(pids) -> dict[str, int]:
     return out
 
 
+def machine_ticks() -> tuple[int, ...] | None:
+    """The whole machine's CPU ticks so far, in _STAT_FIELDS order (/proc/stat's first
+    line); None where it cannot be read."""
+    try:
+        with open("/proc/stat", "rb") as fh:
+            f = fh.readline().split()
+    except OSError:
+        return None
+    if len(f) < 1 + len(_STAT_FIELDS) or f[0] != b"cpu":
+        return None
+    return tuple(int(x) for x in f[1:1 + len(_STAT_FIELDS)])
+
+
 def pss_bytes(pid: int) -> int | None:
     """Proportional set size: each resident page divided by the number of processes
     mapping it, so a tree's sum counts a page its forked loaders share with the worker
@@ -396,8 +455,12 @@ class Sampler:
             self._paused = True
 
     def _read_counters(self, t: float) -> None:
-        """Context switches and CFS throttling of every registered tree, at time t. Read
-        at full scans only (a few files per thread), not at every tick."""
+        """Context switches and CFS throttling of every registered tree, and the whole
+        machine's CPU ticks, at time t. Read at full scans only (a few files per
+        thread), not at every tick."""
+        ticks = machine_ticks()
+        if ticks is not None:
+            self.data.machine.append(MachineTicks(t, ticks))
         for tag, root in self.roots.items():
             members = self._members.get(root)
             if not members:

@@ -374,6 +374,58 @@ def status() -> list[dict]:
     return out
 
 
+_SENT = re.compile(r"^qdisc tbf \S+ dev (\S+) .*\n\s*Sent (\d+) bytes \d+ pkt \(dropped (\d+), "
+                   r"overlimits (\d+)", re.M)
+
+
+def qdisc_counters(text: str) -> dict[str, dict[str, int]]:
+    """{device: {"dropped": n, "overlimits": n}} from `tc -s qdisc show` (tbf qdiscs only:
+    the ones this module creates)."""
+    return {m.group(1): {"dropped": int(m.group(3)), "overlimits": int(m.group(4))}
+            for m in _SENT.finditer(text)}
+
+
+def tcp_counters(snmp: str) -> dict[str, int]:
+    """{"out_segs": n, "retrans_segs": n} from /proc/net/snmp's Tcp lines (names, values)."""
+    rows = [line.split() for line in snmp.splitlines() if line.startswith("Tcp:")]
+    if len(rows) < 2:
+        return {}
+    got = dict(zip(rows[0][1:], rows[1][1:]))
+    try:
+        return {"out_segs": int(got["OutSegs"]), "retrans_segs": int(got["RetransSegs"])}
+    except (KeyError, ValueError):
+        return {}
+
+
+def link_counters(hosts: list[str]) -> dict[str, dict[str, int]]:
+    """Per host, counters that only grow, read around each run (its deltas are stored with
+    the run): eth0's bytes; the tbf drops and overlimits (packets that had to wait for
+    tokens) at the host's egress (`out_`) and at the bridge port towards it, its ingress
+    (`in_`); and its TCP segments sent and retransmitted. With two hosts a host's ingress
+    carries one sender, already paced by that sender's egress; with more, several paced
+    senders meet there, and these say whether the link still delivers its rate."""
+    root = subprocess.run(["tc", "-s", "qdisc", "show"], capture_output=True, text=True)
+    ports = qdisc_counters(root.stdout)
+    out = {}
+    for ns in hosts:
+        i = int(ns[len(PREFIX):])
+        inside = subprocess.run(
+            ["ip", "netns", "exec", ns, "sh", "-c",
+             "cat /sys/class/net/eth0/statistics/tx_bytes /sys/class/net/eth0/statistics/"
+             "rx_bytes; echo; tc -s qdisc show; cat /proc/net/snmp"],
+            capture_output=True, text=True).stdout
+        head = inside.split("\n", 2)
+        one = {"tx_bytes": int(head[0] or 0) if head[0].strip().isdigit() else 0,
+               "rx_bytes": int(head[1]) if len(head) > 1 and head[1].strip().isdigit() else 0}
+        for where, got in (("out", qdisc_counters(inside).get("eth0")),
+                           ("in", ports.get(f"dnbv{i}"))):
+            for k, v in (got or {}).items():
+                one[f"{where}_{k}"] = v
+        one.update(tcp_counters(inside))
+        out[ns] = one
+    return out
+
+
 def interface_bytes(ns: str) -> dict[str, int]:
     """eth0's byte counters inside a host (to prove traffic crossed the shaped link)."""
     def read(name: str) -> int:

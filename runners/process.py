@@ -150,7 +150,7 @@ def run_job(specs: list[ProcessSpec], timeout: float, base_env: dict[str, str] |
     procs: list[subprocess.Popen] = []
     sinks: list[list[str]] = []
     pumps: list[threading.Thread] = []
-    start = time.monotonic()
+    start, started = time.monotonic(), time.time()
     timed_out = interrupted = False
     failed: str | None = None
     try:
@@ -199,4 +199,4 @@ def run_job(specs: list[ProcessSpec], timeout: float, base_env: dict[str, str] |
     if timed_out and failed is None:
         failed = next((r.spec.tag for r in results if r.returncode not in (0,)), None)
     return JobResult(results, time.monotonic() - start, timed_out=timed_out,
-                     interrupted=interrupted, failed_tag=failed)
+                     interrupted=interrupted, failed_tag=failed, started=started)

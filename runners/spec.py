@@ -49,6 +49,9 @@ class JobResult:
     #: why the launcher gave up, where it knows more than "timeout_s passed" (a Slurm job
     #: that never left the queue)
     timeout_reason: str | None = None
+    #: when the launcher started the job, unix seconds (None: unknown, as for a Slurm
+    #: job, whose start its own output says)
+    started: float | None = None
 
     @property
     def ok(self) -> bool:

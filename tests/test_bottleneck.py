@@ -145,3 +145,24 @@ def test_the_report_and_the_cli_set_measured_beside_simulated_shares_alike():
     assert analysis.holdout(result).rows[0]["bound"] == text
     assert text in holdout.table(result)
     assert b.brief == "CPU-bound (CPU 95%, wire 60%)"
+
+
+def test_the_busiest_ingress_shapers_waits_per_step_are_read_from_the_hosts_counters():
+    """Runs stored since 2026-12-03 count each host's ingress-shaper waits (tc overlimits
+    at the bridge port towards it): the line gives the largest per step; older runs have
+    none, and the table says nothing of it."""
+    from harness.perfmodel.traffic import steps_run
+
+    cores = {"worker0": 0.2, "worker1": 0.2, "server0": 0.3, "worker2": 0.2, "worker3": 0.2,
+             "server1": 0.3}
+    moved = {"dnb-h0": {"tx_bytes": 10 * 20_000_000, "rx_bytes": 10 * 20_000_000,
+                        "in_overlimits": 300, "retrans_segs": 2},
+             "dnb-h1": {"tx_bytes": 10 * 20_000_000, "rx_bytes": 10 * 20_000_000,
+                        "in_overlimits": 90, "retrans_segs": 0}}
+    row = _row(cores, moved, 1.0)
+    b = bottleneck.check(row)
+    assert b.ingress_waits == pytest.approx(300 / steps_run(row))
+    assert f"ingress waits {300 / steps_run(row):,.0f}/step" in bottleneck.table([b])
+    old = {ns: {k: v for k, v in c.items() if k.endswith("_bytes")} for ns, c in moved.items()}
+    before = bottleneck.check(_row(cores, old, 1.0))
+    assert before.ingress_waits is None and "ingress" not in bottleneck.table([before])

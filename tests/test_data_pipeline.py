@@ -474,8 +474,40 @@ def test_each_threads_cpu_is_read_under_its_name():
     rates = sampler.data.thread_rates()["server0"]
     (spinner,) = [k for k in rates if k.startswith("spinner/")]  # name/tid
     assert rates[spinner] > 0.3 and sum(rates.values()) - rates[spinner] < 0.2, rates
-    stored = json.loads(sampler.data.summary()["cpu_cores_by_thread_json"])
+    summary = sampler.data.summary()
+    stored = json.loads(summary["cpu_cores_by_thread_json"])
     assert stored["server0"][spinner] == rates[spinner]
+    # the whole machine over the same turn: its kinds sum to its cores (ticks of 10 ms
+    # over 1.5 s), and user time holds at least the spinner's
+    machine = json.loads(summary["machine_cpu_json"])
+    assert set(machine) == {"user", "system", "irq", "softirq", "steal", "idle"}
+    assert sum(machine.values()) == pytest.approx(os.cpu_count(), rel=0.1), machine
+    assert machine["user"] >= rates[spinner] - 0.05, (machine, rates)
+
+
+def test_machine_rates_come_from_within_each_turn():
+    """The machine's CPU by kind from readings within one stretch of measuring time: the
+    gap between an interleaved run's turns is the other members' load, not its own."""
+    from harness.telemetry import TICK, MachineTicks, Telemetry
+
+    t = TICK
+
+    def at(when: float, user: int, system: int, idle: int, softirq: int = 0,
+           steal: int = 0, nice: int = 0, iowait: int = 0) -> MachineTicks:
+        return MachineTicks(when, (user, nice, system, idle, iowait, 0, softirq, steal))
+
+    data = Telemetry(measuring_from=0.5, turns=[[1.0, 3.0], [5.0, 6.0]], machine=[
+        at(0.2, 0, 0, 0),  # before measuring
+        at(1.0, 10 * t, 0, 0),
+        at(3.0, 12 * t, t // 2, t, softirq=t // 2, nice=t),  # 2 s: 1 core of user
+        at(5.0, 99 * t, 0, 0),  # between turns: another member's trial
+        at(6.0, 98 * t, t // 2, t, steal=t // 2),  # user counted down: dropped
+        at(7.0, 99 * t + t, 0, t)])  # outside every turn
+    # only the first turn's two seconds remain: user + nice 3 s of ticks, iowait as idle
+    got = data.machine_rates()
+    assert got == {"user": 1.5, "system": 0.25, "irq": 0.0, "softirq": 0.25,
+                   "steal": 0.0, "idle": 0.5}, got
+    assert Telemetry(machine=[at(1.0, 0, 0, 0)]).machine_rates() == {}
 
 
 def test_interleaved_turns_measure_wake_ups_inside_each_turn():

@@ -89,6 +89,14 @@ def test_shaped_link_measures_its_rate(clean):
     assert 0.9e9 < bits_per_s < 1.1e9  # within 10% of 1 Gbit/s
     counters = emulated.interface_bytes("dnb-h0")
     assert counters["tx_bytes"] > 150 * 2**20
+    # what a run stores per host: the same bytes, each end's tbf, the host's TCP
+    got = emulated.link_counters(["dnb-h0", "dnb-h1"])
+    assert set(got["dnb-h0"]) == {"tx_bytes", "rx_bytes", "out_dropped", "out_overlimits",
+                                  "in_dropped", "in_overlimits", "out_segs", "retrans_segs"}
+    assert got["dnb-h0"]["tx_bytes"] >= counters["tx_bytes"]
+    assert got["dnb-h0"]["out_overlimits"] > 0  # 150 MB at 1 Gbit/s waited for tokens
+    assert got["dnb-h0"]["out_segs"] > 150 * 2**20 / 65536  # at most 64 KiB a segment
+    assert got["dnb-h1"]["in_overlimits"] >= 0 and got["dnb-h1"]["rx_bytes"] > 150 * 2**20
 
 
 def _runs(db: str) -> list[dict]:
@@ -465,3 +473,21 @@ nodes = 1
             assert facts["cores"] == [int(cores[int(rank)])], facts
             assert emu["cpusets"][host] == cores[int(rank)]
     assert leftovers() == []
+
+
+def test_link_counters_parse_tc_and_snmp():
+    """The per-host link counters read tc's tbf statistics by device and the TCP lines of
+    /proc/net/snmp by name (their order differs between kernels)."""
+    tc = ("qdisc noqueue 0: dev lo root refcnt 2 \n"
+          " Sent 0 bytes 0 pkt (dropped 0, overlimits 0 requeues 0) \n"
+          "qdisc tbf 8c60: dev dnbv0 root refcnt 3 rate 1Gbit burst 1250000b lat 100ms \n"
+          " Sent 1157517499 bytes 770704 pkt (dropped 3, overlimits 1498 requeues 0) \n"
+          " backlog 0b 0p requeues 0\n"
+          "qdisc tbf 8c5f: dev eth0 root refcnt 3 rate 1Gbit burst 1250000b lat 100ms \n"
+          " Sent 5 bytes 1 pkt (dropped 0, overlimits 17101 requeues 0) \n")
+    assert emulated.qdisc_counters(tc) == {"dnbv0": {"dropped": 3, "overlimits": 1498},
+                                           "eth0": {"dropped": 0, "overlimits": 17101}}
+    snmp = ("Tcp: RtoAlgorithm RtoMin OutSegs RetransSegs InErrs\n"
+            "Tcp: 1 200 755081 231 0\nUdp: InDatagrams\nUdp: 4\n")
+    assert emulated.tcp_counters(snmp) == {"out_segs": 755081, "retrans_segs": 231}
+    assert emulated.tcp_counters("Udp: a\nUdp: 1\n") == {}

@@ -226,3 +226,22 @@ def test_a_lucky_probe_does_not_raise_the_bar_for_every_later_run():
     assert 242.0 / max(meter.history) < noise.DISTURBED  # the old reference flagged it
     assert meter.columns(quiet, spec, None)["noise_ratio"] >= noise.DISTURBED
     assert meter.columns(busy, spec, None)["noise_ratio"] < noise.DISTURBED
+
+
+def test_steal_names_the_other_vms_that_took_the_machine():
+    """A run's description names the hypervisor's steal when it passed STOLEN_SHARE of
+    the machine's cores (stored as text, or still a dict before the row is stored); runs
+    stored before the machine's CPU was read say nothing of it."""
+    import json
+
+    import pytest
+
+    busy = {"user": 1.2, "system": 0.2, "irq": 0.0, "softirq": 0.1, "steal": 0.3, "idle": 0.2}
+    row = {"noise_ratio": 0.7, "machine_cpu_json": json.dumps(busy)}
+    assert noise.stolen(row) == pytest.approx(0.3)
+    assert noise.describe(row) == ("disturbed: measure again; other VMs took 0.30 cores "
+                                   "(steal)")
+    calm = {**busy, "steal": 0.05, "idle": 0.45}  # 2.5% of 2 cores: not named
+    assert noise.stolen({"machine_cpu_json": calm}) is None
+    assert noise.describe({"noise_ratio": 1.0, "machine_cpu_json": calm}) == ""
+    assert noise.stolen({"noise_ratio": 1.0}) is None

@@ -412,3 +412,32 @@ def test_predict_uses_the_mfu_measured_here_for_an_unmeasured_batch(tmp_path):
     expected_ms = flops / (200e9 * 0.25) * 1e3
     row = next(ln for ln in proc.stdout.splitlines() if ln.split()[:2] == ["1", "1"])
     assert float(row.split()[2]) == pytest.approx(expected_ms, rel=1e-3)
+
+
+def test_each_transfer_shares_its_senders_egress_and_its_receivers_ingress():
+    """The emulated link shapes both ends of a host's veth, so a transfer gets the max-min
+    fair share of its sender's egress and its receiver's ingress. Two transfers into one
+    host halve its ingress even when they leave different hosts; between two hosts the
+    ingress carries exactly the peer's egress flows, so a 2-host step is what sharing
+    the egress alone gave, and with 4 hosts, where several senders meet at each ingress,
+    the step can only be longer."""
+    from harness.perfmodel import psstep
+
+    assert psstep.fair_rates([(0, 2), (1, 2), (0, 3)], 1.0) == pytest.approx([0.5] * 3)
+    assert psstep.fair_rates([(0, 2), (1, 2), (0, 3)], 1.0, ingress=False) == \
+        pytest.approx([0.5, 1.0, 0.5])
+    # what one port leaves over goes to the others: (1, 3) gets the rest of host 3's ingress
+    assert psstep.fair_rates([(0, 2), (0, 2), (1, 2), (1, 3)], 3.0) == \
+        pytest.approx([1.0, 1.0, 1.0, 2.0])
+    assert psstep.fair_rates([(0, 1), (0, 1), (1, 0)], 1.0) == pytest.approx([0.5, 0.5, 1.0])
+    net = cost("resnet50", 32, 10)
+    steps = {}
+    for nodes in (2, 4):
+        plc = placement.place([(t.key, t.nbytes) for t in net.tensors], nodes, "mxnet",
+                              "resnet50")
+        for ingress in (True, False):
+            steps[nodes, ingress] = psstep.simulate(
+                net, plc.assignment, nodes, 2, 0.5, 125e6, 0.05, 0.1, 1e-9, 0.5e-9,
+                ingress=ingress).t_iter
+    assert steps[2, True] == pytest.approx(steps[2, False], rel=1e-9)
+    assert steps[4, True] >= steps[4, False] * (1 - 1e-9)

@@ -89,3 +89,20 @@ def test_services_are_stopped_when_the_job_is_done_and_failures_still_count():
     dying = ProcessSpec("ps", 0, (PY, "-c", "raise SystemExit(3)"), service=True)
     job = run_job([dying, proc(0, "import time; time.sleep(20)")], timeout=30)
     assert not job.ok and job.failed_tag == "ps0"
+
+
+def test_a_stored_run_starts_when_its_job_started_not_when_it_was_recorded():
+    """The `started` column is the job's start: the row is built after the job ended (a
+    1.5 s job here), and every run before 2026-12-03 stored its end there instead."""
+    import datetime as dt
+
+    from frameworks.contract import RunSpec
+    from harness import collect
+
+    before = time.time()
+    job = run_job([proc(0, "import time; time.sleep(1.5)")], timeout=30)
+    assert job.started is not None and before <= job.started <= before + 1.0
+    row = collect.record(RunSpec(framework="torch", model="resnet50"), "test", "t", job,
+                         {}).row
+    started = dt.datetime.fromisoformat(row["started"]).timestamp()
+    assert int(before) <= started <= before + 1.0 < time.time() - 0.4, (row["started"], before)

@@ -344,9 +344,9 @@ def _simulate(s: Scenario, net: NetworkCost, inter: network.Link, compute: Compu
              "its busy processes (workers' hosts, then a host per server)")
     notes = [f"the step simulated tensor by tensor (harness/perfmodel/psstep.py): each "
              f"host's {s.cpus_per_host:g} CPU shared by {where}, each "
-             "host's egress at "
+             "host's egress and ingress at "
              + (f"{rate * 8 / 1e9:.3g} Gbit/s" if rate < math.inf else "no cost")
-             + " shared by its transfers; pushes "
+             + " shared max-min fairly by the transfers crossing them; pushes "
              "leave as backward produces each gradient, a server sums each push and updates "
              "once all are in, the next forward waits for every reply"
              + (f"; the link's alpha ({inter.alpha * 1e6:.0f} us) is not simulated"

@@ -9,8 +9,12 @@ resource shared the way the kernel shares it:
 
 * each host's CPU quota is split equally among its busy processes (workers, servers), a
   process taking at most one core (processor sharing, as CFS with one thread each);
-* each host's egress carries its transfers at the link's rate, split equally among them
-  (tbf shapes each emulated host's egress; loopback within a host is free);
+* each transfer crosses its sender's egress and its receiver's ingress, each at the
+  link's rate, and the transfers share them max-min fairly (tbf shapes both ends of each
+  emulated host's veth; loopback within a host is free). With two hosts a host's ingress
+  carries exactly its one peer's egress flows; with more, several senders meet there
+  (measured 2026-12-03: on 4 hosts the ingress shapers queued packets 6-10x as often as
+  on 2), which sharing the egress alone, the rule before, missed;
 * a worker computes forward, then backward, and pushes each tensor (each piece, where
   the placement splits big arrays over servers) as backward produces it (in reverse
   layer order, in proportion to the layers' MACs: overlap.ready_times);
@@ -32,7 +36,7 @@ those and cori2017-emulated (README, "Performance model").
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -53,6 +57,39 @@ class StepResult:
     wire_busy: tuple[float, ...]
 
 
+def fair_rates(flows: list[tuple[int, int]], capacity: float,
+               ingress: bool = True) -> list[float]:
+    """Max-min fair rates of transfers (sender host, receiver host) through each sender's
+    egress and, with `ingress`, each receiver's ingress, every one of `capacity`: raise
+    all rates together, freeze those crossing a port that fills, repeat (progressive
+    filling). Long TCP flows through shapers settle near these shares; without
+    `ingress` it is an equal split of each egress. Transfers between the same two hosts
+    share the same ports, so they get the same rate: the filling runs over host pairs."""
+    pairs = Counter(flows)
+
+    def ports(pair: tuple[int, int]) -> tuple:
+        return (("out", pair[0]), ("in", pair[1])) if ingress else (("out", pair[0]),)
+
+    rate = dict.fromkeys(pairs, 0.0)
+    live = set(pairs)
+    left = {port: capacity for pair in live for port in ports(pair)}
+    while live:
+        count: Counter = Counter()
+        for pair in live:
+            for port in ports(pair):
+                count[port] += pairs[pair]
+        step = min(left[port] / n for port, n in count.items())
+        for pair in live:
+            rate[pair] += step
+        full = set()
+        for port, n in count.items():
+            left[port] -= step * n
+            if left[port] <= capacity * 1e-12:
+                full.add(port)
+        live = {pair for pair in live if not full.intersection(ports(pair))}
+    return [rate[pair] for pair in flows]
+
+
 @dataclass
 class _Task:
     work: float  # core-seconds (CPU) or bytes (wire) left
@@ -62,12 +99,14 @@ class _Task:
 def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nodes: int,
              per_node: int, quota: float, bytes_per_s: float, forward_cs: float,
              backward_cs: float, per_byte: float, per_client_byte: float,
-             steps: int = STEPS, own_hosts: bool = False) -> StepResult:
+             steps: int = STEPS, own_hosts: bool = False,
+             ingress: bool = True) -> StepResult:
     """One steady synchronous step of `nodes` hosts of `per_node` workers with the servers
     of `assignment` ((tensor key, bytes, server) pieces; server i on host i mod nodes, or
     with `own_hosts` on host nodes + i, a host of its own with the same quota).
     `forward_cs` and `backward_cs`: a worker's core-seconds per step; `bytes_per_s`: each
-    host's egress (math.inf: free)."""
+    host's egress and ingress (math.inf: free); `ingress` False shares the egress alone
+    (the rule before 2026-12-03, kept to show the difference)."""
     workers = nodes * per_node
     servers = 1 + max(s for _, _, s in assignment)
     pieces: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
@@ -84,7 +123,7 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
     # processes: workers 0.., then servers; each runs its CPU tasks in order
     host_of = whost + shost
     cpu: list[list[_Task]] = [[] for _ in host_of]
-    wire: dict[int, list[_Task]] = defaultdict(list)
+    wire: list[tuple[int, int, _Task]] = []  # (sender host, receiver host, bytes left)
     starts: list[list[float]] = [[] for _ in range(workers)]
     pulled = [0] * workers
     arrived = [0] * len(assignment)
@@ -97,7 +136,7 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
         if src == dst or math.isinf(bytes_per_s):
             done()
         else:
-            wire[src].append(_Task(float(nbytes), done))
+            wire.append((src, dst, _Task(float(nbytes), done)))
 
     def begin(w: int) -> None:
         nonlocal mark
@@ -144,20 +183,19 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
             if queue:
                 running[host_of[p]] += 1
         cpu_rate = {h: min(1.0, quota / k) for h, k in running.items()}
-        wire_rate = {h: bytes_per_s / len(q) for h, q in wire.items() if q}
+        wire_rate = fair_rates([(a, b) for a, b, _ in wire], bytes_per_s, ingress)
         dt = math.inf
         for p, queue in enumerate(cpu):
             if queue:
                 dt = min(dt, queue[0].work / cpu_rate[host_of[p]])
-        for h, q in wire.items():
-            for t in q:
-                dt = min(dt, t.work / wire_rate[h])
+        for (_, _, t), r in zip(wire, wire_rate):
+            dt = min(dt, t.work / r)
         if math.isinf(dt):
             raise RuntimeError("parameter-server step deadlocked (no task can run)")
         now += dt
         for h, k in running.items():
             busy_cpu[h] += dt * min(quota, float(k)) / quota
-        for h in wire_rate:
+        for h in {a for a, _, _ in wire}:
             busy_wire[h] += dt
         finished: list[Callable[[], None]] = []
         for p, queue in enumerate(cpu):
@@ -167,12 +205,11 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
                 if head.work <= _EPS * max(1.0, forward_cs):
                     queue.pop(0)
                     finished.append(head.done)
-        for h, q in wire.items():
-            keep = []
-            for t in q:
-                t.work -= dt * wire_rate.get(h, 0.0)
-                (finished.append(t.done) if t.work <= 1e-6 else keep.append(t))
-            wire[h] = keep
+        keep = []
+        for flow, r in zip(wire, wire_rate):
+            flow[2].work -= dt * r
+            (finished.append(flow[2].done) if flow[2].work <= 1e-6 else keep.append(flow))
+        wire[:] = keep
         for done in finished:
             done()
     step = starts[0][steps] - starts[0][steps - 1]
