@@ -74,7 +74,7 @@ _MACHINE_KINDS = {"user": ("user", "nice"), "system": ("system",), "irq": ("irq"
 class MachineTicks:
     """The whole machine's CPU ticks so far by kind, read at the counters' moments. The
     quotas of emulated hosts bound their processes' CPU, but not the kernel's work for
-    their network (veth and netem run in softirq, charged to whichever task the interrupt
+    their network (veth and tbf run in softirq, charged to whichever task the interrupt
     lands on or to ksoftirqd), nor the harness, nor a neighbour VM's share of the host
     (steal): a step that waits on none of its processes' resources may wait on these."""
     t: float

@@ -414,9 +414,9 @@ def link_counters(hosts: list[str]) -> dict[str, dict[str, int]]:
              "cat /sys/class/net/eth0/statistics/tx_bytes /sys/class/net/eth0/statistics/"
              "rx_bytes; echo; tc -s qdisc show; cat /proc/net/snmp"],
             capture_output=True, text=True).stdout
-        head = inside.split("\n", 2)
-        one = {"tx_bytes": int(head[0] or 0) if head[0].strip().isdigit() else 0,
-               "rx_bytes": int(head[1]) if len(head) > 1 and head[1].strip().isdigit() else 0}
+        head = (inside.split("\n", 2) + ["", ""])[:2]  # the two byte counters
+        one = {name: int(v) if v.strip().isdigit() else 0
+               for name, v in zip(("tx_bytes", "rx_bytes"), head)}
         for where, got in (("out", qdisc_counters(inside).get("eth0")),
                            ("in", ports.get(f"dnbv{i}"))):
             for k, v in (got or {}).items():
