@@ -57,7 +57,7 @@ class Bottleneck:
     #: (tc's overlimits at the bridge port towards it; None: not stored, as in runs from
     #: before 2026-12-03). Two hosts' ingress carries one peer's already paced flows and
     #: hardly waits; with more hosts several senders meet there (ResNet-50 x8 on 4 hosts:
-    #: 6-10x as often as x4 on 2), a queue the model's fluid shares do not see
+    #: 7-13x as often as x4 on 2), a queue the model's fluid shares do not see
     ingress_waits: float | None = None
 
     @property

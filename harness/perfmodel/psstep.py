@@ -13,7 +13,7 @@ resource shared the way the kernel shares it:
   link's rate, and the transfers share them max-min fairly (tbf shapes both ends of each
   emulated host's veth; loopback within a host is free). With two hosts a host's ingress
   carries exactly its one peer's egress flows; with more, several senders meet there
-  (measured 2026-12-03: on 4 hosts the ingress shapers queued packets 6-10x as often as
+  (measured 2026-12-03: on 4 hosts the ingress shapers queued packets 7-13x as often as
   on 2), which sharing the egress alone, the rule before, missed;
 * a worker computes forward, then backward, and pushes each tensor (each piece, where
   the placement splits big arrays over servers) as backward produces it (in reverse
