@@ -428,13 +428,8 @@ def link_counters(hosts: list[str]) -> dict[str, dict[str, int]]:
 
 def interface_bytes(ns: str) -> dict[str, int]:
     """eth0's byte counters inside a host (to prove traffic crossed the shaped link)."""
-    def read(name: str) -> int:
-        proc = subprocess.run(["ip", "netns", "exec", ns, "cat",
-                               f"/sys/class/net/eth0/statistics/{name}"],
-                              capture_output=True, text=True)
-        return int(proc.stdout.strip() or 0)
-
-    return {"tx_bytes": read("tx_bytes"), "rx_bytes": read("rx_bytes")}
+    got = link_counters([ns])[ns]
+    return {"tx_bytes": got["tx_bytes"], "rx_bytes": got["rx_bytes"]}
 
 
 AGENT = Path(__file__).resolve().parent / "mpirun-agent.sh"
