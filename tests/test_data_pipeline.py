@@ -152,11 +152,11 @@ def _runs(db) -> list[dict]:
 
 def test_real_data_costs_time_and_shows_in_t_io(torch_env, tmp_path):
     """Loading in the training process (0 loader workers) adds decode time to every step:
-    large source images (16 decodes of ~640 px JPEGs, ~100 ms a step) against a small
-    network at 32 px. Synthetic and real data are compared, so they are measured in one
-    interleaved group (harness/interleave.py): another process loading the machine slows
-    both alike (run one after the other, the synthetic run once lost at 400 px, and once
-    at 640 px, to a busy minute)."""
+    large source images (16 decodes of ~640 px JPEGs, ~60 ms a step) against a small
+    network at 32 px. Synthetic and real data are compared by their fastest trials, measured
+    in one interleaved group (harness/interleave.py): another process loading the machine
+    slows both alike (run one after the other, the synthetic run once lost at 400 px, and
+    once at 640 px, to a busy minute)."""
     root = tmp_path / "big"
     make(root, 48, size=640, classes=4)
     db = str(tmp_path / "r.db")
@@ -191,7 +191,13 @@ mode = "loader"
     real, bd, loader = (next(r for r in rows if r["data"] == str(root) and r["mode"] == m)
                         for m in ("throughput", "breakdown", "loader"))
     assert synth["data"] == "synthetic" and real["data"] == str(root)
-    assert real["images_per_s"] < synth["images_per_s"]
+    # the fastest trial of each: noise only ever adds time, and a trial here is 4 steps
+    # (~0.3 s), so one busy second can move a median of 3 (CI once measured the synthetic
+    # median 1.6x slower than its usual, above the real run's)
+    conn = sqlite3.connect(db)
+    fastest = {run_id: s for run_id, s in conn.execute(
+        "SELECT run_id, MIN(seconds) FROM trials GROUP BY run_id")}
+    assert fastest[real["run_id"]] > fastest[synth["run_id"]], fastest
     assert bd["t_io_s"] > 0.01  # 16 decodes of ~640 px JPEGs
     assert bd["t_io_s"] > bd["t_h2d_s"]
     assert loader["mode"] == "loader" and loader["images_per_s"] > 0
@@ -203,7 +209,6 @@ mode = "loader"
     # telemetry: the run has samples and per-run summaries in plausible ranges
     assert 100 < real["peak_rss_mb"] < 8000
     assert 0.05 < real["cpu_cores_per_worker"] < 4
-    conn = sqlite3.connect(db)
     n = conn.execute("SELECT COUNT(*) FROM telemetry WHERE run_id = ?",
                      (real["run_id"],)).fetchone()[0]
     assert n >= 2
