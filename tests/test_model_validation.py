@@ -527,25 +527,27 @@ def test_traffic_check_allows_start_up_and_nothing_else():
     assert "hosts +0.0% to +0.0% over 7 steps: ok" in text
 
 
-@pytest.mark.parametrize("folder, alone_pass, median, worst, beats_repeats, held, hosts", [
+@pytest.mark.parametrize("folder, strategy, alone_pass, median, worst, beats_repeats, held, "
+                         "hosts", [
     # (numbers with each transfer sharing its sender's egress and its receiver's ingress,
     # psstep since 2026-12-03; the README gives the egress-only rule's beside them)
     # servers sharing the workers' hosts (2026-12-02, Intel VM): the median sweep passes
-    ("cori2017-emulated-repeats", [False, False, True], 0.083, 0.134, True, 12, 16),
+    ("cori2017-emulated-repeats", "ps-sync", [False, False, True], 0.083, 0.134, True, 12, 16),
     # servers on hosts of their own (2026-12-03, AMD VM): everything fails, every row high
-    ("cori2017-emulated-own-repeats", [False, False, False], 0.233, 0.561, False, 12, 18),
+    ("cori2017-emulated-own-repeats", "ps-sync", [False, False, False], 0.233, 0.561, False, 12, 18),
     # MXNet sync beside async, GoogLeNet (2026-12-03, AMD VM): the sync runs judged
-    ("scaling-emulated-ps-async-repeats", [True, False, True], 0.0395, 0.150, True, 4, 6),
+    ("scaling-emulated-ps-async-repeats", "ps-sync", [True, False, True], 0.0395, 0.150, True, 4, 6),
     # Shi's setup, MXNet (2026-12-03, AMD VM): the egress-only rule failed every repeat
     # (10.0 / 14.7%); AlexNet and ResNet-50 x8 stay 12-14% low
-    ("shi2017-emulated-mxnet-repeats", [True, False, True], 0.0607, 0.1375, True, 6, 9),
+    ("shi2017-emulated-mxnet-repeats", "ps-sync", [True, False, True], 0.0607, 0.1375, True, 6, 9),
     # the same at 0.8x every CPU share (2026-12-03, AMD VM): ResNet-50 x4 +25.4% fails it
-    ("shi2017-emulated-headroom-repeats", [True, False, True], 0.0292, 0.2542, True, 6, 9),
+    ("shi2017-emulated-headroom-repeats", "ps-sync", [True, False, True], 0.0292, 0.2542, True, 6, 9),
     # Shi's setup, PyTorch DDP allreduce (2026-12-03, AMD VM): every repeat passes
-    ("shi2017-emulated-torch-repeats", [True, True, True], 0.0388, 0.0755, True, 6, 9),
+    ("shi2017-emulated-torch-repeats", "allreduce", [True, True, True], 0.0388, 0.0755, True, 6, 9),
 ])
-def test_the_readmes_repeated_measurements_recompute(tmp_path, folder, alone_pass, median,
-                                                     worst, beats_repeats, held, hosts):
+def test_the_readmes_repeated_measurements_recompute(tmp_path, folder, strategy, alone_pass,
+                                                     median, worst, beats_repeats, held,
+                                                     hosts):
     """The README's held-out claims over three repeats of cori2017-emulated, of its
     own-hosts layout, of the ps-async experiment and of shi2017-emulated's MXNet runs (at
     its CPU shares and at 0.8x them) and its PyTorch DDP runs,
@@ -562,7 +564,6 @@ def test_the_readmes_repeated_measurements_recompute(tmp_path, folder, alone_pas
     src = Path(__file__).resolve().parent.parent / "experiments" / "measured" / folder
     dbs = [Path(shutil.copy(src / f"r{i}.db", tmp_path / f"r{i}.db")) for i in (1, 2, 3)]
     rep = holdout_repeats.validate(dbs)
-    strategy = "allreduce" if "torch" in folder else "ps-sync"
     med = rep.median.by_strategy()[strategy]
     alone = [r.by_strategy()[strategy] for r in rep.each]
     assert [v["pass"] for v in alone] == alone_pass, alone
