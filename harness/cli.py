@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "(single-threaded pip) overlap it")
     env_sub.add_parser("list", help="installed environments and versions")
     p_path = env_sub.add_parser("path", help="print an environment's directory")
-    p_path.add_argument("framework")
+    p_path.add_argument("framework", type=field_type("framework"))
     p_path.add_argument("--variant", choices=["cpu", "cuda"], default="cpu")
 
     p_models = sub.add_parser("models", help="cost-model summary of every network")
@@ -190,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
                "  dnnbench predict --validate --holdout --db r1.db --db r2.db --db r3.db  "
                "(three repeats of one sweep)",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p_pred.add_argument("--framework", default="torch")
+    p_pred.add_argument("--framework", type=field_type("framework"), default="torch")
     p_pred.add_argument("--model", default="resnet50")
     p_pred.add_argument("--batch", type=field_type("batch_size"), default=32,
                         help="per-device batch")
@@ -386,7 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
     img_sub = p_img.add_subparsers(dest="image_command", metavar="ACTION")
     p_ib = img_sub.add_parser("build", help="podman/docker build of docker/Dockerfile for a "
                                             "framework (skipped when the image is current)")
-    p_ib.add_argument("framework")
+    p_ib.add_argument("framework", type=field_type("framework"))
     p_ib.add_argument("--cuda", action="store_true", help="the CUDA variant")
     p_ib.add_argument("--engine", default="auto", choices=["auto", "podman", "docker"])
     p_ib.add_argument("--base-image", help="BASE_IMAGE build argument (default python:3.11-"

@@ -217,7 +217,11 @@ def load(path: str | Path, overrides: dict[str, Any] | None = None) -> Experimen
         raise ExperimentError(f"experiment file {p} does not exist (see experiments/ for "
                               "examples)")
     try:
-        data = tomllib.loads(p.read_text())
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ExperimentError(f"{p}: not a text file in UTF-8 (byte {exc.start}: "
+                              f"{exc.object[exc.start:exc.start + 1]!r}); TOML files are "
+                              "UTF-8, save it as such") from None
     except tomllib.TOMLDecodeError as exc:
         raise ExperimentError(f"{p}: not valid TOML: {exc}") from None
     return from_dict(data, str(p), overrides)

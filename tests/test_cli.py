@@ -84,8 +84,16 @@ def test_single_run_from_flags_and_results_export(tmp_path, torch_env):
     (["models", "--layers", "vgg"], "unknown model 'vgg'"),
     (["report", "--db", "nope.db"], "does not exist"),
     (["env", "setup", "caffe"], "unknown framework 'caffe'"),
+    # every other argument naming a framework (these three raised KeyError until 2026-12-03)
+    (["env", "path", "caffe"], "framework = 'caffe' is not one of"),
+    (["image", "build", "caffe", "--dry-run"], "framework = 'caffe' is not one of"),
+    (["predict", "--framework", "caffe"], "framework = 'caffe' is not one of"),
+    # an experiment file that is not UTF-8 (a UnicodeDecodeError until 2026-12-03)
+    (["plan", "latin1.toml"], "latin1.toml: not a text file in UTF-8 (byte 11"),
+    (["run", "-e", "latin1.toml"], "latin1.toml: not a text file in UTF-8 (byte 11"),
 ])
 def test_bad_input_gives_one_line_and_exit_2(tmp_path, args, message):
+    (tmp_path / "latin1.toml").write_bytes('name = "caf\u00e9"\n'.encode("latin-1"))
     r = run_cli(*args, cwd=tmp_path)
     assert r.returncode == 2
     assert r.stderr.startswith("dnnbench: error:") and message in r.stderr
