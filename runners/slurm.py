@@ -259,9 +259,14 @@ def _task_addresses(workers: list[ProcessSpec], nodes: int, per_node: int) -> li
 
 
 #: bash: replace each @N<k>@ in $1 by node k's IP address (DNNBENCH_N<k>, set by the
-#: batch script): a task's TF_CONFIG names every task's node, known only once allocated
-FILL = ('dnnbench_fill() { local t="$1" k=0 v; while v="DNNBENCH_N$k"; [ -n "${!v-}" ]; do '
-        't="${t//@N$k@/${!v}}"; k=$((k + 1)); done; printf "%s" "$t"; }')
+#: batch script), and each @P<k>.<i>@ by the i-th port of node k's block (DNNBENCH_P<k>,
+#: picked on node k when the job starts): a task's TF_CONFIG names every task's node and
+#: port, known only once allocated
+FILL = ('dnnbench_fill() { local t="$1" k=0 v p i; while v="DNNBENCH_N$k"; [ -n "${!v-}" ]; do '
+        't="${t//@N$k@/${!v}}"; p="DNNBENCH_P$k"; i=0; '
+        'while [[ "$t" == *"@P$k."* && $i -lt 4096 ]]; do '
+        't="${t//@P$k.$i@/$((${!p:?no port block picked on node $k} + i))}"; i=$((i + 1)); '
+        'done; k=$((k + 1)); done; printf "%s" "$t"; }')
 
 
 def _node_addresses(nodes: int) -> list[str]:
@@ -279,14 +284,12 @@ def _node_addresses(nodes: int) -> list[str]:
     ]
 
 
-def cluster_templates(main: list[ProcessSpec], services: list[ProcessSpec], nodes: int
-                      ) -> dict[int, str]:
-    """TensorFlow's parameter-server cluster under Slurm: each spec's TF_CONFIG (by its
-    index in main + services) with every address's host replaced by @N<k>@, the node the
-    task will run on: the node it was placed on (placed_node; the harness places every
-    parameter-server run's tasks), else the chief on the first node and service j on node
-    j mod (service nodes), as `--distribution=cyclic` places unplaced services. Ports stay
-    the plan's."""
+def _cluster_nodes(main: list[ProcessSpec], services: list[ProcessSpec], nodes: int
+                   ) -> dict[tuple[str, int], int]:
+    """The node each task of TensorFlow's cluster runs on, by (job, index): the node it was
+    placed on (placed_node; the harness places every parameter-server run's tasks), else
+    the chief on the first node and service j on node j mod (service nodes), as
+    `--distribution=cyclic` places unplaced services."""
     import json
 
     svc_nodes = min(nodes, len(services))
@@ -296,9 +299,29 @@ def cluster_templates(main: list[ProcessSpec], services: list[ProcessSpec], node
         node = 0 if i < len(main) else (i - len(main)) % svc_nodes
         placed = placed_node(spec)
         node_of[(task["type"], task["index"])] = node if placed is None else placed
+    return node_of
+
+
+def cluster_templates(main: list[ProcessSpec], services: list[ProcessSpec], nodes: int
+                      ) -> dict[int, str]:
+    """TensorFlow's parameter-server cluster under Slurm: each spec's TF_CONFIG (by its
+    index in main + services) with every address written @N<k>@:@P<k>.<i>@, the node the
+    task will run on (_cluster_nodes) and the i-th port of the block picked free on that
+    node when the job starts (cluster_ports). The plan's ports were free on the host that
+    planned the job, which says nothing of a compute node's (until 2026-12-03 they were
+    used as they were)."""
+    import json
+
+    node_of = _cluster_nodes(main, services, nodes)
     cluster = json.loads(main[0].env["TF_CONFIG"])["cluster"]
-    template = {job: [f"@N{node_of[(job, k)]}@:{addr.rsplit(':', 1)[1]}"
-                      for k, addr in enumerate(addrs)] for job, addrs in cluster.items()}
+    used: dict[int, int] = {}
+    template: dict[str, list[str]] = {}
+    for job, addrs in cluster.items():
+        template[job] = []
+        for k in range(len(addrs)):
+            node = node_of[(job, k)]
+            template[job].append(f"@N{node}@:@P{node}.{used.get(node, 0)}@")
+            used[node] = used.get(node, 0) + 1
     out = {}
     for i, spec in enumerate(main + services):
         task = json.loads(spec.env["TF_CONFIG"])["task"]
@@ -306,13 +329,51 @@ def cluster_templates(main: list[ProcessSpec], services: list[ProcessSpec], node
     return out
 
 
+def own_address(template: str) -> str:
+    """The address a task of TensorFlow's cluster binds, from its TF_CONFIG template."""
+    import json
+
+    conf = json.loads(template)
+    return conf["cluster"][conf["task"]["type"]][conf["task"]["index"]]
+
+
+def cluster_ports(templates: dict[int, str], nodes: int) -> list[str]:
+    """Batch-script lines that pick, on every node of the job, a block of ports free there
+    (one task per node in one step, SLURM_NODEID saying which), as DNNBENCH_P<k>; a node
+    that did not answer gets a block picked on the first node, and the job's output says
+    so. The block is as long as the most tasks any node runs."""
+    import json
+
+    cluster = json.loads(next(iter(templates.values())))["cluster"]
+    per_node: dict[str, int] = {}
+    for addrs in cluster.values():
+        for addr in addrs:
+            node = addr.split(":", 1)[0]
+            per_node[node] = per_node.get(node, 0) + 1
+    block = max(per_node.values())
+    pick = shlex.quote(f'{FREE_PORT}; echo "$SLURM_NODEID $(dnnbench_free_port {block})"')
+    return [
+        "# TensorFlow's cluster: every task's port, from a block picked free on its node",
+        FREE_PORT,
+        "while read -r k p; do export \"DNNBENCH_P$k=$p\"; done < <(srun "
+        f"--nodes={nodes} --ntasks={nodes} --ntasks-per-node=1 --overlap "
+        f"--export=ALL bash -c {pick})",
+        f"for k in $(seq 0 {nodes - 1}); do v=\"DNNBENCH_P$k\"; "
+        '[ -n "${!v-}" ] && continue; '
+        f'export "DNNBENCH_P$k=$(dnnbench_free_port {block})"; '
+        'echo "dnnbench: no port block from node $k; picked on the first node" >&2; done',
+        'for k in $(seq 0 ' + str(nodes - 1) + '); do v="DNNBENCH_P$k"; '
+        'echo "dnnbench: ports of node $k from ${!v}" >&2; done',
+    ]
+
+
 def _value(key: str, value: str, template: str | None) -> str:
     if key in ROOT_KEYS:
         return f"{key}=\"$DNNBENCH_ROOT_IP\""
     if key in PORT_KEYS:  # the batch script's pick, inherited (srun --export=ALL)
         return f"{key}=\"${{{key}:-{value}}}\""
-    if key == "TF_CONFIG" and template is not None:
-        return f"{key}=\"$(dnnbench_fill {shlex.quote(template)})\""
+    if key == "TF_CONFIG" and template is not None:  # filled first (services_script)
+        return f'{key}="$dnnbench_conf"'
     return f"{key}={shlex.quote(value)}"
 
 
@@ -321,14 +382,21 @@ def services_script(services: list[ProcessSpec], templates: dict[int, str] | Non
     """A bash `case` over SLURM_PROCID: task i says which node it runs on (in the job's
     output, for whoever reads where a role ran), exports service i's variables and runs it.
     Task 0 is the first role of the plan (the scheduler), on the first node or the node it
-    was placed on (placed_node). `templates`
-    (service index -> TF_CONFIG with @N<k>@ hosts) are filled with the nodes' addresses."""
+    was placed on (placed_node). `templates` (service index -> TF_CONFIG with @N<k>@ hosts
+    and @P<k>.<i>@ ports) are filled with the nodes' addresses and ports first: a task
+    whose template cannot be filled exits before it starts, and its line names the
+    address it binds."""
     templates = templates or {}
     lines = ["#!/bin/bash", FILL, 'case "$SLURM_PROCID" in']
     for i, svc in enumerate(services):
         exports = " ".join(_value(k, v, templates.get(i)) for k, v in sorted(svc.env.items()))
-        lines.append(f'  {i}) echo "dnnbench: {svc.tag} on node ${{SLURMD_NODENAME-?}}" >&2; '
-                     f"export {exports}; exec "
+        fill, at = "", ""
+        if i in templates:
+            fill = (f"dnnbench_conf=\"$(dnnbench_fill {shlex.quote(templates[i])})\" "
+                    "|| exit 1; ")
+            at = f", at $(dnnbench_fill {shlex.quote(own_address(templates[i]))})"
+        lines.append(f"  {i}) {fill}echo \"dnnbench: {svc.tag} on node "
+                     f"${{SLURMD_NODENAME-?}}{at}\" >&2; export {exports}; exec "
                      + " ".join(shlex.quote(a) for a in svc.argv) + " ;;")
     lines += ['  *) echo "no service for task $SLURM_PROCID" >&2; exit 1 ;;', "esac"]
     return "\n".join(lines) + "\n"
@@ -476,7 +544,10 @@ def _body(specs: list[ProcessSpec], nodes: int, output: str, o: SlurmOptions,
         lines.append(f'export DNNBENCH_ROOT_IP="${{DNNBENCH_N{root}-}}"')
     lines += [f'export {k}="$DNNBENCH_ROOT_IP"' for k in sorted(ROOT_KEYS & set(env))]
     if tf_cluster:
+        lines += cluster_ports(templates, job_nodes(specs, nodes))
         lines.append(f'export TF_CONFIG="$(dnnbench_fill {shlex.quote(templates[0])})"')
+        lines.append(f'echo "dnnbench: {workers[0].tag} at $(dnnbench_fill '
+                     f'{shlex.quote(own_address(templates[0]))})" >&2')
     elif "TF_CONFIG" in workers[0].env:
         lines += _task_addresses(workers, nodes, per_node)
     mpi = o.mpi if horovod else ""

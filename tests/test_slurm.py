@@ -4,6 +4,7 @@ four slurmd (Debian's MULTIPLE_SLURMD build) on this machine for these tests."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import socket
@@ -109,7 +110,8 @@ def test_parameter_server_roles_get_their_own_step_and_variables(tmp_path):
 def test_tensorflow_ps_tasks_learn_every_tasks_node_address(tmp_path):
     """TensorFlow's parameter-server cluster under Slurm: the chief in the main step on the
     first node, serving workers and ps in the services step, cyclic over the nodes; each
-    task's TF_CONFIG names every task at the node it will run on (run here with bash)."""
+    task's TF_CONFIG names every task at the node it will run on and a port of the block
+    picked on that node when the job starts, never the plan's (run here with bash)."""
     import json
 
     from runners.slurm import cluster_templates, services_script
@@ -129,12 +131,16 @@ def test_tensorflow_ps_tasks_learn_every_tasks_node_address(tmp_path):
     path.write_text(text)
     assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
     assert "srun --nodes=1 --ntasks=1" in text  # the chief alone in the main step
+    # a block of 3 ports (node 0 runs 3 tasks) picked on each of the 2 nodes, in one step
+    assert "--nodes=2 --ntasks=2 --ntasks-per-node=1 --overlap" in text
+    assert "dnnbench_free_port 3" in text and ":500" not in text  # no plan port left
     templates = cluster_templates(main, services, 2)
     script = tmp_path / "services.sh"
     script.write_text(services_script(services, {i - 1: t for i, t in templates.items() if i}))
-    nodes = {"DNNBENCH_N0": "10.0.0.1", "DNNBENCH_N1": "10.0.0.2"}
-    want = {"chief": ["10.0.0.1:5000"], "worker": ["10.0.0.1:5001", "10.0.0.2:5002"],
-            "ps": ["10.0.0.1:5003"]}  # cyclic: worker 0, worker 1, ps 0 on nodes 0, 1, 0
+    nodes = {"DNNBENCH_N0": "10.0.0.1", "DNNBENCH_N1": "10.0.0.2",
+             "DNNBENCH_P0": "30000", "DNNBENCH_P1": "31000"}
+    want = {"chief": ["10.0.0.1:30000"], "worker": ["10.0.0.1:30001", "10.0.0.2:31000"],
+            "ps": ["10.0.0.1:30002"]}  # cyclic: worker 0, worker 1, ps 0 on nodes 0, 1, 0
     for task, (job, index) in enumerate((("worker", 0), ("worker", 1), ("ps", 0))):
         out = subprocess.run(["bash", str(script)], capture_output=True, text=True,
                              env={"SLURM_PROCID": str(task), "PATH": os.environ["PATH"],
@@ -142,6 +148,12 @@ def test_tensorflow_ps_tasks_learn_every_tasks_node_address(tmp_path):
         env = dict(ln.split("=", 1) for ln in out.stdout.splitlines() if "=" in ln)
         conf = json.loads(env["TF_CONFIG"])
         assert conf == {"cluster": want, "task": {"type": job, "index": index}}, conf
+        assert f"{job}{index} on node ?, at {want[job][index]}" in out.stderr, out.stderr
+    # a node whose block is missing fails the task loudly, never a port of 0 + i
+    out = subprocess.run(["bash", str(script)], capture_output=True, text=True,
+                         env={"SLURM_PROCID": "1", "PATH": os.environ["PATH"],
+                              **{k: v for k, v in nodes.items() if k != "DNNBENCH_P1"}})
+    assert out.returncode != 0 and "no port block picked on node 1" in out.stderr
 
 
 def test_servers_on_nodes_of_their_own(tmp_path):
@@ -438,6 +450,16 @@ def test_tensorflow_parameter_servers_run_as_one_slurm_job(all_envs, slurm, tmp_
     text = next(jobs.glob("*.out")).read_text()
     assert ":::DNNBENCH_SLURM_EXIT 0" in text
     assert _job_processes(_job_id(jobs)) == []
+    # every task bound a port of the block picked on its own node when the job started
+    # (node k, offset): the chief in the main step, the others in the services step
+    block = {int(k): int(p) for k, p in re.findall(r"dnnbench: ports of node (\d+) from (\d+)",
+                                                   text)}
+    bound = {tag: int(port) for tag, port in re.findall(r"dnnbench: (\w+)\b[^\n]* at "
+                                                        r"[\d.]+:(\d+)", text)}
+    where = ({"worker0": (0, 0), "worker1": (1, 0), "ps0": (2, 0), "chief0": (3, 0)}
+             if ps_hosts == "own" else
+             {"chief0": (0, 0), "worker0": (0, 1), "worker1": (1, 0), "ps0": (0, 2)})
+    assert bound == {tag: block[k] + i for tag, (k, i) in where.items()}, text
     if ps_hosts == "own":
         for line in ("ps0 on node node3", "worker0 on node node1", "worker1 on node node2"):
             assert f"dnnbench: {line}" in text, text
