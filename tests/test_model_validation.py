@@ -544,13 +544,17 @@ def test_traffic_check_allows_start_up_and_nothing_else():
     ("shi2017-emulated-headroom-repeats", "ps-sync", [True, False, True], 0.0292, 0.2542, True, 6, 9),
     # Shi's setup, PyTorch DDP allreduce (2026-12-03, AMD VM): every repeat passes
     ("shi2017-emulated-torch-repeats", "allreduce", [True, True, True], 0.0388, 0.0755, True, 6, 9),
+    # TensorFlow and JAX allreduce, HEP-CNN (2026-12-03, AMD VM): every repeat passes
+    ("scaling-emulated-tf-jax-hepcnn-repeats", "allreduce", [True, True, True], 0.0393, 0.0605,
+     True, 4, 6),
 ])
 def test_the_readmes_repeated_measurements_recompute(tmp_path, folder, strategy, alone_pass,
                                                      median, worst, beats_repeats, held,
                                                      hosts):
     """The README's held-out claims over three repeats of cori2017-emulated, of its
     own-hosts layout, of the ps-async experiment and of shi2017-emulated's MXNet runs (at
-    its CPU shares and at 0.8x them) and its PyTorch DDP runs,
+    its CPU shares and at 0.8x them) and its PyTorch DDP runs, and of TensorFlow's and
+    JAX's allreduce with HEP-CNN,
     recomputed from the databases shipped with them (experiments/
     measured/, copied first: opening a database may migrate it): which repeats meet the
     targets alone, the median sweep's median and worst error, and whether its median is
@@ -577,12 +581,13 @@ def test_the_readmes_repeated_measurements_recompute(tmp_path, folder, strategy,
             + ", ".join(f"r{i} {hosts} of {hosts} runs ok" for i in (1, 2, 3))) in text
 
 
-@pytest.mark.parametrize("experiment, flags, folder", [
-    ("shi2017-emulated.toml", {"framework": "mxnet"}, "shi2017-emulated-mxnet-repeats"),
-    ("shi2017-emulated-headroom.toml", {}, "shi2017-emulated-headroom-repeats"),
-    ("shi2017-emulated.toml", {"framework": "torch"}, "shi2017-emulated-torch-repeats"),
+@pytest.mark.parametrize("experiment, flags, folder, runs", [
+    ("shi2017-emulated.toml", {"framework": "mxnet"}, "shi2017-emulated-mxnet-repeats", 15),
+    ("shi2017-emulated-headroom.toml", {}, "shi2017-emulated-headroom-repeats", 15),
+    ("shi2017-emulated.toml", {"framework": "torch"}, "shi2017-emulated-torch-repeats", 15),
+    ("scaling-emulated-tf-jax-hepcnn.toml", {}, "scaling-emulated-tf-jax-hepcnn-repeats", 8),
 ])
-def test_the_shipped_repeats_are_the_experiments_runs(experiment, flags, folder):
+def test_the_shipped_repeats_are_the_experiments_runs(experiment, flags, folder, runs):
     """The shipped repeats hold exactly the runs that `dnnbench run -e
     experiments/<experiment> [flags]` measures (the README's command to reproduce them),
     by run identity."""
@@ -594,13 +599,48 @@ def test_the_shipped_repeats_are_the_experiments_runs(experiment, flags, folder)
     root = Path(__file__).resolve().parent.parent
     want = {p.spec.config_hash() for p in load(root / "experiments" / experiment,
                                                flags).runs}
-    assert len(want) == 15
+    assert len(want) == runs
     for i in (1, 2, 3):
         db = root / "experiments" / "measured" / folder / f"r{i}.db"
         con = sqlite3.connect(f"{db.as_uri()}?mode=ro&immutable=1", uri=True)
         got = {h for (h,) in con.execute("SELECT config_hash FROM runs WHERE status = 'ok'")}
         con.close()
         assert got == want, (i, got ^ want)
+
+
+def test_the_readmes_tf_jax_rows_recompute(tmp_path):
+    """The README's table of TensorFlow's and JAX's held-out rows (HEP-CNN, three repeats):
+    each row's error per repeat and on the median sweep, and the x8 efficiencies it
+    quotes (TensorFlow about 15%, JAX about 35% of 8 times the 1-worker throughput)."""
+    import shutil
+    from pathlib import Path
+
+    from harness import scaling
+    from harness.perfmodel import holdout_repeats
+    from harness.store import Store
+
+    src = (Path(__file__).resolve().parent.parent / "experiments" / "measured"
+           / "scaling-emulated-tf-jax-hepcnn-repeats")
+    dbs = [Path(shutil.copy(src / f"r{i}.db", tmp_path / f"r{i}.db")) for i in (1, 2, 3)]
+    rep = holdout_repeats.validate(dbs)
+    table = {"JAX x4": [1.2, -2.8, -7.1, -2.5], "JAX x8": [0.4, -5.1, -8.6, -4.2],
+             "TensorFlow x4": [1.2, -6.4, -15.5, -6.1],
+             "TensorFlow x8": [-0.4, -2.4, -10.3, -3.7]}
+    for name, want in table.items():
+        fw, x = name.split()
+        fw = {"JAX": "jax", "TensorFlow": "tensorflow"}[fw]
+        got = [next(round(100 * r.error, 1) for r in res.rows
+                    if r.label.startswith(f"{fw} hepcnn") and f"allreduce {x} " in r.label)
+               for res in (*rep.each, rep.median)]
+        assert got == want, (name, got)
+    eff = {"tensorflow": [], "jax": []}
+    for db in dbs:
+        runs = Store(db).runs("WHERE status = 'ok'")
+        for r in runs:
+            if r["workers"] == 8:
+                eff[r["framework"]].append(round(100 * scaling.efficiency(
+                    r, scaling.baseline(runs, r)), 1))
+    assert eff == {"tensorflow": [15.0, 15.9, 14.9], "jax": [34.4, 35.5, 34.7]}, eff
 
 
 def test_the_readmes_shi_ddp_claims_recompute(tmp_path):
