@@ -74,7 +74,7 @@ bench:
 bench-scaling:
 	@harness/system-deps.sh --runtime; \
 	venv=$$(harness/bootstrap.sh); \
-	$$venv/bin/dnnbench env setup --horovod-for torch,mxnet --jobs 2 torch mxnet; \
+	$$venv/bin/dnnbench env setup --horovod-for torch,mxnet --jobs 2 torch mxnet tensorflow jax; \
 	$$venv/bin/python -m bench.holdout
 
 clean-results:
