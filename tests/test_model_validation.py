@@ -547,14 +547,19 @@ def test_traffic_check_allows_start_up_and_nothing_else():
     # TensorFlow and JAX allreduce, HEP-CNN (2026-12-03, AMD VM): every repeat passes
     ("scaling-emulated-tf-jax-hepcnn-repeats", "allreduce", [True, True, True], 0.0393, 0.0605,
      True, 4, 6),
+    # PyTorch DDP and Horovod, HEP-CNN, the same hosts (2026-12-03, AMD VM): every repeat passes
+    ("scaling-emulated-hepcnn-torch-repeats", "allreduce", [True, True, True], 0.0259, 0.0314,
+     True, 2, 6),
+    ("scaling-emulated-hepcnn-torch-repeats", "horovod", [True, True, True], 0.0280, 0.0518,
+     True, 2, 6),
 ])
 def test_the_readmes_repeated_measurements_recompute(tmp_path, folder, strategy, alone_pass,
                                                      median, worst, beats_repeats, held,
                                                      hosts):
     """The README's held-out claims over three repeats of cori2017-emulated, of its
     own-hosts layout, of the ps-async experiment and of shi2017-emulated's MXNet runs (at
-    its CPU shares and at 0.8x them) and its PyTorch DDP runs, and of TensorFlow's and
-    JAX's allreduce with HEP-CNN,
+    its CPU shares and at 0.8x them) and its PyTorch DDP runs, and of TensorFlow's, JAX's
+    and PyTorch's allreduce-type strategies with HEP-CNN,
     recomputed from the databases shipped with them (experiments/
     measured/, copied first: opening a database may migrate it): which repeats meet the
     targets alone, the median sweep's median and worst error, and whether its median is
@@ -586,6 +591,7 @@ def test_the_readmes_repeated_measurements_recompute(tmp_path, folder, strategy,
     ("shi2017-emulated-headroom.toml", {}, "shi2017-emulated-headroom-repeats", 15),
     ("shi2017-emulated.toml", {"framework": "torch"}, "shi2017-emulated-torch-repeats", 15),
     ("scaling-emulated-tf-jax-hepcnn.toml", {}, "scaling-emulated-tf-jax-hepcnn-repeats", 8),
+    ("scaling-emulated-hepcnn-torch.toml", {}, "scaling-emulated-hepcnn-torch-repeats", 8),
 ])
 def test_the_shipped_repeats_are_the_experiments_runs(experiment, flags, folder, runs):
     """The shipped repeats hold exactly the runs that `dnnbench run -e
@@ -641,6 +647,48 @@ def test_the_readmes_tf_jax_rows_recompute(tmp_path):
                 eff[r["framework"]].append(round(100 * scaling.efficiency(
                     r, scaling.baseline(runs, r)), 1))
     assert eff == {"tensorflow": [15.0, 15.9, 14.9], "jax": [34.4, 35.5, 34.7]}, eff
+
+
+def test_the_readmes_hepcnn_side_by_side_table_recomputes(tmp_path):
+    """Every cell of the README's table of HEP-CNN's curves (four frameworks' strategies on
+    the same hosts and link, three repeats each): the range over the repeats of the
+    1-worker step, the time beyond it at 2 workers, images/s and efficiency at 8 hosts, as
+    the two shipped sets' databases give them (each end within rounding)."""
+    import re
+    import shutil
+    from pathlib import Path
+
+    from harness import scaling
+    from harness.store import Store
+
+    root = Path(__file__).resolve().parent.parent
+    rows = {"TensorFlow MultiWorkerMirrored": ("tensorflow", "allreduce"),
+            "PyTorch DDP": ("torch", "allreduce"), "JAX pmean (gloo)": ("jax", "allreduce"),
+            "PyTorch Horovod": ("torch", "horovod")}
+    cells: dict[tuple, list[list[float]]] = {k: [[], [], [], []] for k in rows.values()}
+    for folder in ("scaling-emulated-tf-jax-hepcnn-repeats",
+                   "scaling-emulated-hepcnn-torch-repeats"):
+        for i in (1, 2, 3):
+            db = shutil.copy(root / "experiments" / "measured" / folder / f"r{i}.db",
+                             tmp_path / f"{folder}-r{i}.db")
+            runs = Store(db).runs("WHERE status = 'ok'")
+            by = {(r["framework"], r["strategy"], r["workers"]): r for r in runs}
+            for key in {(fw, st) for fw, st, _ in by}:
+                one, two, eight = (by[(*key, n)] for n in (1, 2, 8))
+                c = cells[key]
+                c[0].append(1e3 * one["t_iter_s"])
+                c[1].append(1e3 * (two["t_iter_s"] - one["t_iter_s"]))
+                c[2].append(eight["images_per_s"])
+                c[3].append(100 * scaling.efficiency(eight, scaling.baseline(runs, eight)))
+    readme = (root / "README.md").read_text()
+    for name, key in rows.items():
+        line = next(ln for ln in readme.splitlines() if ln.startswith(f"| {name} |"))
+        ranges = re.findall(r"(\d+)-(\d+)", line)
+        assert len(ranges) == 4, line
+        for (lo, hi), values in zip(ranges, cells[key]):
+            assert len(values) == 3
+            assert abs(min(values) - int(lo)) <= 0.6 and abs(max(values) - int(hi)) <= 0.6, \
+                (name, lo, hi, values)
 
 
 def test_the_readmes_shi_ddp_claims_recompute(tmp_path):
