@@ -193,7 +193,7 @@ def test_image_build_dry_run():
             for fw in FRAMEWORKS}
     assert len(tags) == len(FRAMEWORKS)  # one image per framework
     proc = run_cli("image", "build", "caffe", "--dry-run")
-    assert proc.returncode == 2 and "no image for framework 'caffe'" in proc.stderr
+    assert proc.returncode == 2 and "framework = 'caffe' is not one of" in proc.stderr
 
 
 # --- real containers: podman, a locally made base image, the torch image (slow) -----------
