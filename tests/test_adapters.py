@@ -114,19 +114,25 @@ def test_jax_compile_time_is_stored_and_never_timed(all_envs, tmp_path, monkeypa
     """Compiled before the first trial, its seconds stored; a second run of the same spec
     loads the executables from XLA's persistent cache instead of compiling them again."""
     monkeypatch.setenv("DNNBENCH_XLA_CACHE", str(tmp_path / "xla"))
-    rows = []
+    rows, walls = [], []
     for _ in range(2):
         rec, _ = run(all_envs["jax"], framework="jax", model="resnet50", steps=2, trials=2,
                      target_width=0)
         assert rec.row["status"] == "ok", rec.row["output_tail"]
         rows.append(rec.row)
+        walls.append([t[3] * t[5] for t in rec.trials])  # per iteration x iterations
     cold, warm = rows
     settings = [r["manifest_json"]["ranks"]["0"]["settings"] for r in rows]
     assert cold["compile_s"] == pytest.approx(sum(settings[0]["compile_s"].values()), abs=1e-3)
     assert cold["compile_s"] > 0.2
-    # compiled before the first trial: the first trial is not seconds slower than the next
-    assert cold["settling"] is not None and cold["settling"] < 1.0
     assert cold["compile_s"] > 5 * cold["t_iter_s"]
+    # compiled before the first trial: had the compile run inside it, the first trial would
+    # be longer than the next by about compile_s. Judged in seconds, not as a ratio: one
+    # busy second of a shared machine makes a 2-step trial several times its neighbour (CI
+    # once read a first trial 7.2x the second, settling 6.2, with the compile outside it)
+    first, second = walls[0]
+    assert cold["settling"] == pytest.approx(first / second - 1)
+    assert first - second < cold["compile_s"] / 2, (walls[0], cold["compile_s"])
     caches = [s["compile_cache"] for s in settings]
     assert caches[0]["dir"] == caches[1]["dir"] == str(tmp_path / "xla")
     assert caches[0]["requests"] > 0 and caches[0]["hits"] == 0, caches[0]
