@@ -527,6 +527,18 @@ def test_traffic_check_allows_start_up_and_nothing_else():
     assert "hosts +0.0% to +0.0% over 7 steps: ok" in text
 
 
+def shipped_copies(tmp_path, folder: str) -> list:
+    """Copies of a shipped repeat set's three databases (experiments/measured/<folder>/
+    r1-r3.db) under tmp_path: opening a database may migrate it."""
+    import shutil
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parent.parent / "experiments" / "measured" / folder
+    (tmp_path / folder).mkdir(exist_ok=True)
+    return [Path(shutil.copy(src / f"r{i}.db", tmp_path / folder / f"r{i}.db"))
+            for i in (1, 2, 3)]
+
+
 @pytest.mark.parametrize("folder, strategy, alone_pass, median, worst, beats_repeats, held, "
                          "hosts", [
     # (numbers with each transfer sharing its sender's egress and its receiver's ingress,
@@ -565,14 +577,9 @@ def test_the_readmes_repeated_measurements_recompute(tmp_path, folder, strategy,
     targets alone, the median sweep's median and worst error, and whether its median is
     below the repeats' own. A model change that moves these numbers must move the README
     too."""
-    import shutil
-    from pathlib import Path
-
     from harness.perfmodel import holdout_repeats
 
-    src = Path(__file__).resolve().parent.parent / "experiments" / "measured" / folder
-    dbs = [Path(shutil.copy(src / f"r{i}.db", tmp_path / f"r{i}.db")) for i in (1, 2, 3)]
-    rep = holdout_repeats.validate(dbs)
+    rep = holdout_repeats.validate(shipped_copies(tmp_path, folder))
     med = rep.median.by_strategy()[strategy]
     alone = [r.by_strategy()[strategy] for r in rep.each]
     assert [v["pass"] for v in alone] == alone_pass, alone
@@ -618,16 +625,10 @@ def test_the_readmes_tf_jax_rows_recompute(tmp_path):
     """The README's table of TensorFlow's and JAX's held-out rows (HEP-CNN, three repeats):
     each row's error per repeat and on the median sweep, and the x8 efficiencies it
     quotes (TensorFlow about 15%, JAX about 35% of 8 times the 1-worker throughput)."""
-    import shutil
-    from pathlib import Path
-
     from harness import scaling
     from harness.perfmodel import holdout_repeats
-    from harness.store import Store
 
-    src = (Path(__file__).resolve().parent.parent / "experiments" / "measured"
-           / "scaling-emulated-tf-jax-hepcnn-repeats")
-    dbs = [Path(shutil.copy(src / f"r{i}.db", tmp_path / f"r{i}.db")) for i in (1, 2, 3)]
+    dbs = shipped_copies(tmp_path, "scaling-emulated-tf-jax-hepcnn-repeats")
     rep = holdout_repeats.validate(dbs)
     table = {"JAX x4": [1.2, -2.8, -7.1, -2.5], "JAX x8": [0.4, -5.1, -8.6, -4.2],
              "TensorFlow x4": [1.2, -6.4, -15.5, -6.1],
@@ -641,7 +642,8 @@ def test_the_readmes_tf_jax_rows_recompute(tmp_path):
         assert got == want, (name, got)
     eff = {"tensorflow": [], "jax": []}
     for db in dbs:
-        runs = Store(db).runs("WHERE status = 'ok'")
+        with Store(str(db)) as store:
+            runs = store.runs("WHERE status = 'ok'")
         for r in runs:
             if r["workers"] == 8:
                 eff[r["framework"]].append(round(100 * scaling.efficiency(
@@ -654,12 +656,9 @@ def test_the_readmes_hepcnn_side_by_side_table_recomputes(tmp_path):
     the same hosts and link, three repeats each): the range over the repeats of the
     1-worker step, the time beyond it at 2 workers, images/s and efficiency at 8 hosts, as
     the two shipped sets' databases give them (each end within rounding)."""
-    import re
-    import shutil
     from pathlib import Path
 
     from harness import scaling
-    from harness.store import Store
 
     root = Path(__file__).resolve().parent.parent
     rows = {"TensorFlow MultiWorkerMirrored": ("tensorflow", "allreduce"),
@@ -668,10 +667,9 @@ def test_the_readmes_hepcnn_side_by_side_table_recomputes(tmp_path):
     cells: dict[tuple, list[list[float]]] = {k: [[], [], [], []] for k in rows.values()}
     for folder in ("scaling-emulated-tf-jax-hepcnn-repeats",
                    "scaling-emulated-hepcnn-torch-repeats"):
-        for i in (1, 2, 3):
-            db = shutil.copy(root / "experiments" / "measured" / folder / f"r{i}.db",
-                             tmp_path / f"{folder}-r{i}.db")
-            runs = Store(db).runs("WHERE status = 'ok'")
+        for db in shipped_copies(tmp_path, folder):
+            with Store(str(db)) as store:
+                runs = store.runs("WHERE status = 'ok'")
             by = {(r["framework"], r["strategy"], r["workers"]): r for r in runs}
             for key in {(fw, st) for fw, st, _ in by}:
                 one, two, eight = (by[(*key, n)] for n in (1, 2, 8))
@@ -696,16 +694,10 @@ def test_the_readmes_shi_ddp_claims_recompute(tmp_path):
     falls with workers on every curve of every repeat, and "more gradient bytes per FLOP
     scale worse" at x8 holds in repeat 1 only within the noise allowance and fails in
     repeats 2 and 3 (ResNet-50 scaled better than GoogLeNet in all three)."""
-    import shutil
-    from pathlib import Path
-
     from harness.perfmodel import papers
 
-    src = (Path(__file__).resolve().parent.parent / "experiments" / "measured"
-           / "shi2017-emulated-torch-repeats")
     x8 = []
-    for i in (1, 2, 3):
-        db = shutil.copy(src / f"r{i}.db", tmp_path / f"r{i}.db")
+    for db in shipped_copies(tmp_path, "shi2017-emulated-torch-repeats"):
         with Store(str(db)) as store:
             claims = papers.measured_claims(store.runs("WHERE status = 'ok'"))
         falls = [c for c in claims if c.text.startswith("efficiency falls")]
