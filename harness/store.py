@@ -231,6 +231,20 @@ def _snapshot(path: Path) -> sqlite3.Connection:
         src.close()
 
 
+def _require_results_tables(conn: sqlite3.Connection, path: Path) -> None:
+    """A reader refuses an SQLite file no sweep wrote: its in-memory copy would otherwise
+    get an empty `runs` table, and a report of nothing would be written with success."""
+    tables = sorted(name for (name,) in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"))
+    if "runs" in tables:
+        return
+    held = f"its tables: {', '.join(tables[:6])}{', ...' if len(tables) > 6 else ''}" \
+        if tables else "it holds no tables"
+    conn.close()
+    raise StoreError(f"results database {path}: an SQLite file but not one `dnnbench run` "
+                     f"wrote ({held}; no `runs` table); give --db the file a sweep wrote")
+
+
 #: Statuses that end a configuration: a sweep neither runs nor stores it again.
 FINISHED = ("ok", "skipped")
 
@@ -257,6 +271,7 @@ class Store:
         try:
             if readonly:
                 self.conn = _snapshot(self.path)
+                _require_results_tables(self.conn, self.path)
             else:
                 self.conn = sqlite3.connect(str(self.path), timeout=30)
                 self.conn.execute("PRAGMA journal_mode=WAL")

@@ -3,6 +3,7 @@
 import csv
 import json
 import sqlite3
+from contextlib import closing
 
 import pytest
 
@@ -91,9 +92,21 @@ def test_single_run_from_flags_and_results_export(tmp_path, torch_env):
     # an experiment file that is not UTF-8 (a UnicodeDecodeError until 2026-12-03)
     (["plan", "latin1.toml"], "latin1.toml: not a text file in UTF-8 (byte 11"),
     (["run", "-e", "latin1.toml"], "latin1.toml: not a text file in UTF-8 (byte 11"),
+    # another program's SQLite file, or an empty one: report wrote an empty page with exit 0
+    # until 2026-12-03
+    (["report", "--db", "other.db"], "other.db: an SQLite file but not one `dnnbench run` "
+                                      "wrote (its tables: notes; no `runs` table)"),
+    (["results", "--db", "other.db"], "not one `dnnbench run` wrote"),
+    (["predict", "--validate", "--db", "other.db"], "not one `dnnbench run` wrote"),
+    (["compare", "other.db", "other.db"], "not one `dnnbench run` wrote"),
+    (["report", "--db", "empty.db"], "empty.db: an SQLite file but not one `dnnbench run` "
+                                      "wrote (it holds no tables"),
 ])
 def test_bad_input_gives_one_line_and_exit_2(tmp_path, args, message):
     (tmp_path / "latin1.toml").write_bytes('name = "caf\u00e9"\n'.encode("latin-1"))
+    with closing(sqlite3.connect(tmp_path / "other.db")) as con, con:
+        con.execute("CREATE TABLE notes (t TEXT)")
+    (tmp_path / "empty.db").touch()
     r = run_cli(*args, cwd=tmp_path)
     assert r.returncode == 2
     assert r.stderr.startswith("dnnbench: error:") and message in r.stderr
