@@ -38,10 +38,12 @@ def test_allreduce_two_workers_identical_weights_falling_loss(all_envs, framewor
     pmean over jax.distributed): replicas end bit-identical and the loss falls."""
     # ResNet-50 (JAX's) has no warm-up: at 0.02 its loss rose on an Intel Xeon here
     # (2026-12-01: 5.7 -> 18.3 over 12 steps, XLA's CPU code differs by processor) where it
-    # fell on an AMD EPYC; at 0.005 it falls (3.3 -> 0.7)
+    # fell on an AMD EPYC; at 0.005 it fell there (3.3 -> 0.7) but on another AMD EPYC VM
+    # (2026-12-03) it fell to 0.74 by step 8 and jumped back (3.59, 1.66, 3.40, 3.30:
+    # batch norm over 4 images with momentum); at 0.002 it falls there (2.37 -> 0.70)
     rec, job = allreduce_run(all_envs[framework], framework, steps=12, loss_every=1,
                              model=training_model(framework),
-                             lr=0.005 if framework == "jax" else 0.02)
+                             lr=0.002 if framework == "jax" else 0.02)
     row = rec.row
     assert row["status"] == "ok", row["output_tail"]
     assert row["replicas_identical"] == 1 and row["workers"] == 2
