@@ -35,6 +35,7 @@ those and cori2017-emulated (README, "Performance model").
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -65,19 +66,29 @@ def fair_rates(flows: list[tuple[int, int]], capacity: float,
     filling). Long TCP flows through shapers settle near these shares; without
     `ingress` it is an equal split of each egress. Transfers between the same two hosts
     share the same ports, so they get the same rate: the filling runs over host pairs."""
-    pairs = Counter(flows)
+    rate = _pair_rates(frozenset(Counter(flows).items()), capacity, ingress)
+    return [rate[pair] for pair in flows]
+
+
+@functools.lru_cache(maxsize=4096)
+def _pair_rates(pairs: frozenset[tuple[tuple[int, int], int]], capacity: float,
+                ingress: bool) -> dict[tuple[int, int], float]:
+    """Each host pair's rate, given how many transfers each pair carries. Remembered: a
+    simulated step meets the same few mixes of transfers thousands of times (the filling
+    is independent of the order it visits pairs in, so equal mixes get equal rates)."""
+    count_of = dict(pairs)
 
     def ports(pair: tuple[int, int]) -> tuple:
         return (("out", pair[0]), ("in", pair[1])) if ingress else (("out", pair[0]),)
 
-    rate = dict.fromkeys(pairs, 0.0)
-    live = set(pairs)
+    rate = dict.fromkeys(count_of, 0.0)
+    live = set(count_of)
     left = {port: capacity for pair in live for port in ports(pair)}
     while live:
         count: Counter = Counter()
         for pair in live:
             for port in ports(pair):
-                count[port] += pairs[pair]
+                count[port] += count_of[pair]
         step = min(left[port] / n for port, n in count.items())
         for pair in live:
             rate[pair] += step
@@ -87,7 +98,7 @@ def fair_rates(flows: list[tuple[int, int]], capacity: float,
             if left[port] <= capacity * 1e-12:
                 full.add(port)
         live = {pair for pair in live if not full.intersection(ports(pair))}
-    return [rate[pair] for pair in flows]
+    return rate
 
 
 @dataclass
@@ -123,7 +134,11 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
     # processes: workers 0.., then servers; each runs its CPU tasks in order
     host_of = whost + shost
     cpu: list[list[_Task]] = [[] for _ in host_of]
-    wire: list[tuple[int, int, _Task]] = []  # (sender host, receiver host, bytes left)
+    # transfers under way, by (sender host, receiver host), each with its place in the
+    # order they began: transfers of one pair share one rate, and those finishing at
+    # the same instant call back in that order, as one list of them would
+    wire: dict[tuple[int, int], list[tuple[int, _Task]]] = defaultdict(list)
+    sent = 0
     starts: list[list[float]] = [[] for _ in range(workers)]
     pulled = [0] * workers
     arrived = [0] * len(assignment)
@@ -133,10 +148,12 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
     mark = 0.0  # when the measured (last) step began
 
     def send(src: int, dst: int, nbytes: float, done: Callable[[], None]) -> None:
+        nonlocal sent
         if src == dst or math.isinf(bytes_per_s):
             done()
         else:
-            wire.append((src, dst, _Task(float(nbytes), done)))
+            wire[(src, dst)].append((sent, _Task(float(nbytes), done)))
+            sent += 1
 
     def begin(w: int) -> None:
         nonlocal mark
@@ -183,19 +200,20 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
             if queue:
                 running[host_of[p]] += 1
         cpu_rate = {h: min(1.0, quota / k) for h, k in running.items()}
-        wire_rate = fair_rates([(a, b) for a, b, _ in wire], bytes_per_s, ingress)
+        wire_rate = _pair_rates(frozenset((pair, len(flows)) for pair, flows in wire.items()),
+                                bytes_per_s, ingress)
         dt = math.inf
         for p, queue in enumerate(cpu):
             if queue:
                 dt = min(dt, queue[0].work / cpu_rate[host_of[p]])
-        for (_, _, t), r in zip(wire, wire_rate):
-            dt = min(dt, t.work / r)
+        for pair, flows in wire.items():  # min(work) / r is min(work / r): r > 0
+            dt = min(dt, min(t.work for _, t in flows) / wire_rate[pair])
         if math.isinf(dt):
             raise RuntimeError("parameter-server step deadlocked (no task can run)")
         now += dt
         for h, k in running.items():
             busy_cpu[h] += dt * min(quota, float(k)) / quota
-        for h in {a for a, _, _ in wire}:
+        for h in {a for a, _ in wire}:
             busy_wire[h] += dt
         finished: list[Callable[[], None]] = []
         for p, queue in enumerate(cpu):
@@ -205,11 +223,18 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
                 if head.work <= _EPS * max(1.0, forward_cs):
                     queue.pop(0)
                     finished.append(head.done)
-        keep = []
-        for flow, r in zip(wire, wire_rate):
-            flow[2].work -= dt * r
-            (finished.append(flow[2].done) if flow[2].work <= 1e-6 else keep.append(flow))
-        wire[:] = keep
+        landed: list[tuple[int, Callable[[], None]]] = []
+        for pair in list(wire):
+            r, keep = wire_rate[pair], []
+            for flow in wire[pair]:
+                flow[1].work -= dt * r
+                (landed.append((flow[0], flow[1].done)) if flow[1].work <= 1e-6
+                 else keep.append(flow))
+            if keep:
+                wire[pair] = keep
+            else:
+                del wire[pair]
+        finished.extend(done for _, done in sorted(landed, key=lambda x: x[0]))
         for done in finished:
             done()
     step = starts[0][steps] - starts[0][steps - 1]
