@@ -46,6 +46,25 @@ def _row(cores: dict[str, float], moved: dict[str, dict[str, int]], t: float,
             "warmup_steps": 1, "n_iters": 9, "n_trials": 1, "trial_order": "sequential"}
 
 
+def test_a_launchers_tree_across_hosts_is_no_hosts_cpu():
+    """Horovod's ranks started by mpirun on 8 emulated hosts are sampled as one tree (the
+    MXNet run that read "busiest host's CPU 772% of its quota"): no host's CPU is known,
+    the wire still is; on one host the tree is that host's."""
+    moved = {f"dnb-h{i}": {"tx_bytes": 10 * 2_000_000, "rx_bytes": 10 * 2_000_000}
+             for i in range(8)}
+    row = {**_row({"mpirun0": 1.93}, moved, 0.5, nodes=8, per=1, ps=0),
+           "strategy": "horovod", "link": "100mbit", "cpus_per_host": 0.25,
+           "cpu_throttled_by_process_json": json.dumps({"mpirun0": 0.29})}
+    assert bottleneck.host_cores(row) == {} and bottleneck.host_throttled(row) == {}
+    b = bottleneck.check(row)
+    assert b.cpu is None and b.wire == pytest.approx(0.32)  # 2 MB at 100 Mbit/s of 0.5 s
+    assert b.verdict == "wire not saturated (CPU unmeasured)"
+    assert b.text == "wire 32% of the step: wire not saturated (CPU unmeasured)"
+    assert b.short == "wire not saturated, CPU unmeasured"
+    one = {**row, "spec_json": json.dumps({"nodes": 1, "devices_per_node": 2, "ps": 0})}
+    assert bottleneck.host_cores(one) == {0: pytest.approx(1.93)}
+
+
 def test_a_hosts_cpu_sums_its_own_processes_and_its_wire_the_busier_direction():
     # host 0: workers 0 and 1, server 0, the scheduler; host 1: workers 2, 3 and server 1
     cores = {"worker0": 0.15, "worker1": 0.15, "server0": 0.14, "scheduler0": 0.01,
