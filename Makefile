@@ -16,7 +16,7 @@ help:
 	@echo "make test-all   the same and the extended tier (more frameworks per path)"
 	@echo "make test-fast  tests that need no framework env, root or daemon (~2 min)"
 	@echo "make bench      benchmarks of the harness itself (bench/, ~50 min)"
-	@echo "make bench-scaling  emulated scaling sweeps to 8 hosts + held-out model check (root, ~70 min)"
+	@echo "make bench-scaling  emulated scaling sweeps to 8 hosts + held-out model check (root, ~80 min)"
 
 # the default benchmark runs no Horovod job: its environments skip the Horovod build (about
 # 3 minutes per framework; a cached build with Horovod is reused)
@@ -74,7 +74,7 @@ bench:
 bench-scaling:
 	@harness/system-deps.sh --runtime; \
 	venv=$$(harness/bootstrap.sh); \
-	$$venv/bin/dnnbench env setup --horovod-for torch,mxnet --jobs 2 torch mxnet tensorflow jax; \
+	$$venv/bin/dnnbench env setup --horovod-for torch,mxnet,tensorflow --jobs 2 torch mxnet tensorflow jax; \
 	$$venv/bin/python -m bench.holdout
 
 clean-results:

@@ -7,10 +7,11 @@ model is fitted on the runs with at most 2 workers and predicts every run with 4
 Reported per experiment: the sweep's wall time, the held-out table and each strategy's
 median and worst |error| against the targets (10% and 25%). The targets are stated and
 reported, not asserted: the machine is shared and noisy. Needs root (namespaces,
-cgroups); about 17 + 28 + 10 + 6 + 6 minutes on 2 cores (the third, MXNet's Horovod,
-needs its environment built with Horovod: `dnnbench env setup mxnet`, which `make
-bench-scaling` does; the fourth, TensorFlow's and JAX's allreduce, their environments; the
-fifth is HEP-CNN with PyTorch DDP and Horovod).
+cgroups); about 17 + 28 + 10 + 6 + 6 + 10 minutes on 2 cores (the third, MXNet's
+Horovod, needs its environment built with Horovod: `dnnbench env setup mxnet`, which
+`make bench-scaling` does; the fourth, TensorFlow's and JAX's allreduce, their
+environments; the fifth is HEP-CNN with PyTorch DDP and Horovod, the sixth with MXNet's
+and TensorFlow's Horovod, their environments built with it).
 Also reported: every run's bytes per host, the model's against the emulated hosts'
 counters (harness/perfmodel/traffic.py).
 
@@ -44,7 +45,8 @@ from harness.store import Store  # noqa: E402
 EXPERIMENTS = ("experiments/scaling-emulated.toml,experiments/cori2017-emulated.toml,"
                "experiments/scaling-emulated-horovod.toml,"
                "experiments/scaling-emulated-tf-jax-hepcnn.toml,"
-               "experiments/scaling-emulated-hepcnn-torch.toml")
+               "experiments/scaling-emulated-hepcnn-torch.toml,"
+               "experiments/scaling-emulated-hepcnn-horovod.toml")
 
 
 def measure(experiment: Path, db: Path) -> float:

@@ -564,6 +564,10 @@ def shipped_copies(tmp_path, folder: str) -> list:
      True, 2, 6),
     ("scaling-emulated-hepcnn-torch-repeats", "horovod", [True, True, True], 0.0280, 0.0518,
      True, 2, 6),
+    # MXNet and TensorFlow Horovod, HEP-CNN, the same hosts (2026-12-03, AMD VM): repeat 3
+    # fails alone (TensorFlow x4 +23.2%); repeat 2's MXNet x4 failed to launch (Open MPI)
+    ("scaling-emulated-hepcnn-horovod-repeats", "horovod", [True, True, False], 0.0772,
+     0.0911, False, 4, (6, 5, 6)),
 ])
 def test_the_readmes_repeated_measurements_recompute(tmp_path, folder, strategy, alone_pass,
                                                      median, worst, beats_repeats, held,
@@ -589,8 +593,16 @@ def test_the_readmes_repeated_measurements_recompute(tmp_path, folder, strategy,
     assert (med["median"] < sorted(v["median"] for v in alone)[1]) == beats_repeats
     # every run across hosts of every repeat: the kernel's bytes match the model's
     text = holdout_repeats.table(rep)
+    each = hosts if isinstance(hosts, tuple) else (hosts,) * 3
     assert ("bytes per host, the emulated hosts' counters against the model: "
-            + ", ".join(f"r{i} {hosts} of {hosts} runs ok" for i in (1, 2, 3))) in text
+            + ", ".join(f"r{i} {n} of {n} runs ok" for i, n in zip((1, 2, 3), each))) in text
+
+
+#: runs of the shipped repeats that failed, by (folder, repeat): the README names each
+FAILED_RUNS = {
+    # MXNet Horovod x4: Open MPI's daemons could not connect over the emulated hosts
+    ("scaling-emulated-hepcnn-horovod-repeats", 2): 1,
+}
 
 
 @pytest.mark.parametrize("experiment, flags, folder, runs", [
@@ -599,11 +611,12 @@ def test_the_readmes_repeated_measurements_recompute(tmp_path, folder, strategy,
     ("shi2017-emulated.toml", {"framework": "torch"}, "shi2017-emulated-torch-repeats", 15),
     ("scaling-emulated-tf-jax-hepcnn.toml", {}, "scaling-emulated-tf-jax-hepcnn-repeats", 8),
     ("scaling-emulated-hepcnn-torch.toml", {}, "scaling-emulated-hepcnn-torch-repeats", 8),
+    ("scaling-emulated-hepcnn-horovod.toml", {}, "scaling-emulated-hepcnn-horovod-repeats", 8),
 ])
 def test_the_shipped_repeats_are_the_experiments_runs(experiment, flags, folder, runs):
     """The shipped repeats hold exactly the runs that `dnnbench run -e
     experiments/<experiment> [flags]` measures (the README's command to reproduce them),
-    by run identity."""
+    by run identity, each ok but the failures the README reports."""
     import sqlite3
     from pathlib import Path
 
@@ -616,9 +629,11 @@ def test_the_shipped_repeats_are_the_experiments_runs(experiment, flags, folder,
     for i in (1, 2, 3):
         db = root / "experiments" / "measured" / folder / f"r{i}.db"
         con = sqlite3.connect(f"{db.as_uri()}?mode=ro&immutable=1", uri=True)
-        got = {h for (h,) in con.execute("SELECT config_hash FROM runs WHERE status = 'ok'")}
+        stored = dict(con.execute("SELECT config_hash, status FROM runs"))
         con.close()
-        assert got == want, (i, got ^ want)
+        assert set(stored) == want, (i, set(stored) ^ want)
+        failed = sorted(s for s in stored.values() if s != "ok")
+        assert failed == ["failed"] * FAILED_RUNS.get((folder, i), 0), (i, failed)
 
 
 def test_the_readmes_tf_jax_rows_recompute(tmp_path):
@@ -652,8 +667,8 @@ def test_the_readmes_tf_jax_rows_recompute(tmp_path):
 
 
 def test_the_readmes_hepcnn_side_by_side_table_recomputes(tmp_path):
-    """Every cell of the README's table of HEP-CNN's curves (four frameworks' strategies on
-    the same hosts and link, three repeats each): the range over the repeats of the
+    """Every cell of the README's table of HEP-CNN's curves (four frameworks' strategies,
+    Horovod in three of them, on the same hosts and link, three repeats each): the range over the repeats of the
     1-worker step, the time beyond it at 2 workers, images/s and efficiency at 8 hosts, as
     the two shipped sets' databases give them (each end within rounding)."""
     from pathlib import Path
@@ -663,10 +678,12 @@ def test_the_readmes_hepcnn_side_by_side_table_recomputes(tmp_path):
     root = Path(__file__).resolve().parent.parent
     rows = {"TensorFlow MultiWorkerMirrored": ("tensorflow", "allreduce"),
             "PyTorch DDP": ("torch", "allreduce"), "JAX pmean (gloo)": ("jax", "allreduce"),
-            "PyTorch Horovod": ("torch", "horovod")}
+            "PyTorch Horovod": ("torch", "horovod"), "MXNet Horovod": ("mxnet", "horovod"),
+            "TensorFlow Horovod": ("tensorflow", "horovod")}
     cells: dict[tuple, list[list[float]]] = {k: [[], [], [], []] for k in rows.values()}
     for folder in ("scaling-emulated-tf-jax-hepcnn-repeats",
-                   "scaling-emulated-hepcnn-torch-repeats"):
+                   "scaling-emulated-hepcnn-torch-repeats",
+                   "scaling-emulated-hepcnn-horovod-repeats"):
         for db in shipped_copies(tmp_path, folder):
             with Store(str(db)) as store:
                 runs = store.runs("WHERE status = 'ok'")
