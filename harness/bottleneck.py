@@ -30,6 +30,7 @@ from typing import Any
 
 from frameworks.plan import layout_note, ps_layout, spec_hosts, spec_node_of
 from harness.perfmodel.traffic import steps_run
+from harness.telemetry import LAUNCHER_TAGS
 
 #: a resource this busy bound the step
 SATURATED = 0.9
@@ -102,17 +103,13 @@ def _obj(value: Any) -> dict:
     return value if isinstance(value, dict) else json.loads(value or "{}")
 
 
-#: processes that start every rank of a run (sampled as one tree with all of them)
-_LAUNCHERS = ("mpirun", "horovodrun")
-
-
 def _per_host(tag: str, spec: dict) -> re.Match | None:
     """The tag's (role, index), where its process runs on one host: a launcher's tree
     holds the ranks of every host (on emulated hosts mpirun reaches each through its
     launch agent), so its CPU cannot be split by host (it summed to 772% of one host's
     quota on 8 hosts of MXNet's Horovod, 2026-12-03)."""
     m = _TAG.match(tag)
-    if m is None or (m.group(1) in _LAUNCHERS and spec_hosts(spec) > 1):
+    if m is None or (m.group(1) in LAUNCHER_TAGS and spec_hosts(spec) > 1):
         return None
     return m
 

@@ -22,6 +22,9 @@ from pathlib import Path
 from runners import cgroups
 from runners.process import all_pids, read_stat, tree
 
+#: processes that start every rank of a run: sampled as one tree holding all of them
+LAUNCHER_TAGS = ("mpirun", "horovodrun")
+
 TICK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 DEFAULT_INTERVAL_S = 1.0
@@ -197,7 +200,7 @@ class Telemetry:
         GPU means/peaks when NVML was available."""
         workers, per = self._window("worker"), 1
         if not workers:  # ranks started by a launcher: its tree holds all of them
-            workers = {**self._window("mpirun"), **self._window("horovodrun")}
+            workers = {k: v for tag in LAUNCHER_TAGS for k, v in self._window(tag).items()}
             per = max(1, self.launcher_ranks)
         means = [m / per for m in (self._mean_cores(v) for v in workers.values())
                  if m is not None]
