@@ -357,10 +357,12 @@ threads = 1
 @needs_podman
 def test_container_run_timeout_tears_everything_down(torch_image, tmp_path):
     db = tmp_path / "t.db"
-    proc = run_cli("run", "--framework", "torch", "--model", "resnet50", "--image-size", "32",
-                   "--batch", "8", "--steps", "100000", "--warmup", "1", "--trials", "1", "--target-width", "0",
-                   "--threads", "1", "--env", "container", "--timeout", "25",
-                   "--db", str(db))
+    # a trial of 100,000 steps: no progress within the timeout (the container starts and
+    # warms up in about 6 s here)
+    proc = run_cli("run", "--framework", "torch", "--model", PLUMBING_MODEL, "--image-size",
+                   "32", "--batch", "8", "--steps", "100000", "--warmup", "1", "--trials", "1",
+                   "--target-width", "0", "--threads", "1", "--env", "container",
+                   "--timeout", "15", "--db", str(db))
     rows = _rows(db)
     assert rows[0]["status"] == "timeout", proc.stdout + proc.stderr
     assert _containers() == []

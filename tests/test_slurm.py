@@ -487,7 +487,9 @@ def test_a_dead_parameter_server_ends_the_slurm_job(all_envs, slurm, tmp_path):
         while scheduler is None and time.monotonic() - t0 < 120:
             time.sleep(1)
             outs = list(jobs.glob("*.out"))
-            if outs and "trial" in outs[0].read_text():  # training has begun
+            # training has begun: warmed up, the long trial under way (waiting for the
+            # trial's own event took the trial's ~50 s)
+            if outs and '"event":"warmup"' in outs[0].read_text():
                 for pid in _job_processes(_job_id(jobs)):
                     try:
                         env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
@@ -595,10 +597,12 @@ def test_a_job_no_node_can_hold_is_refused_before_it_is_queued(torch_env, slurm,
 
 
 def test_unreachable_slurm_is_a_failed_run_not_a_crash(torch_env, tmp_path):
-    """A controller that does not answer (on loopback: no traffic leaves the machine)."""
+    """A controller that does not answer (on loopback: no traffic leaves the machine).
+    MessageTimeout=2: each Slurm command gives up after 1 s instead of 9 (the default 10)."""
     conf = tmp_path / "dead.conf"
     conf.write_text("ClusterName=none\nSlurmctldHost=localhost\nSlurmctldPort=1\n"
                     "AuthType=auth/munge\nAuthInfo=socket=/nonexistent/munge.sock\n"
+                    "MessageTimeout=2\n"
                     "NodeName=n1 NodeHostname=localhost\nPartitionName=p Nodes=n1\n")
     db = str(tmp_path / "r.db")
     proc = run_cli("run", "--framework", "torch", "--strategy", "allreduce", *COMMON,

@@ -95,6 +95,11 @@ def _compilation_cache(jax) -> str:
     if not os.access(path, os.W_OK):
         return ""
     jax.config.update("jax_compilation_cache_dir", path)
+    if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
+        # every compile, not only those over a second (JAX's default): Flax initialises a
+        # network op by op, one small compile per parameter shape, 171 of them for
+        # GoogLeNet (init 31 s here; 3.5 s from the cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 
     def count(event: str, **_: Any) -> None:
         if event == "/jax/compilation_cache/compile_requests_use_cache":
