@@ -100,10 +100,14 @@ def test_every_run_stores_its_probes_and_mfu(torch_env, tmp_path):
 def test_host_peak_is_the_blas_free_to_pick_its_kernels():
     """OPENBLAS_CORETYPE pins OpenBLAS to one kernel family (Haswell: AVX2 only, half of
     an AVX-512 core's peak); the host peak is measured without it, in a child process, so
-    it is at least what the pinned in-process probe sees (less a little noise)."""
-    pinned = max(noise.probe(0.5).gemm_gflops for _ in range(2))
-    free = noise.host_peak()
-    assert free > 0.8 * pinned, (free, pinned)
+    it is at least what the pinned in-process probe sees (less a little noise). Where both
+    pick the same kernels (this AMD VM: no AVX-512), one probe of each read 117 next to 178
+    in CI, so the two are taken in alternation and compared best to best."""
+    pinned, free = [], []
+    for _ in range(3):
+        pinned.append(max(noise.probe(0.5).gemm_gflops for _ in range(2)))
+        free.append(noise.host_peak.__wrapped__())  # not the per-process cached value
+    assert max(free) > 0.8 * max(pinned), (free, pinned)
 
 
 def test_datasheet_figures_by_device_name_and_math_mode():
