@@ -115,8 +115,13 @@ def _per_host(tag: str, spec: dict) -> re.Match | None:
 
 
 def host_cores(r: dict) -> dict[int, float]:
-    """Mean cores each host's processes used while measuring, by host index (hosts whose
-    ranks a launcher started across hosts are not known apart: left out)."""
+    """Mean cores each host's processes used while measuring, by host index: summed by
+    the network namespace each process ran in where the run stored that (from
+    2026-12-04), else from each process's tag and the plan's placement (ranks a launcher
+    started across hosts are then not known apart: left out)."""
+    by_host = _obj(r.get("cpu_cores_by_host_json"))
+    if by_host:
+        return {int(h): used for h, used in by_host.items()}
     cores = _obj(r.get("cpu_cores_by_process_json"))
     spec = _obj(r["spec_json"])
     out: dict[int, float] = {}

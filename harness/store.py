@@ -127,6 +127,10 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
     ("cpu_cores_by_process_json", "TEXT", "cores", "mean CPU use of each launched process "
      "tree while measuring, by tag (worker0, server1, scheduler...): the parameter servers' "
      "own CPU time, which shares an emulated host's quota, feeds the performance model"),
+    ("cpu_cores_by_host_json", "TEXT", "cores", "runs on emulated hosts: mean CPU use of "
+     "every launched process while measuring, summed by the host whose network namespace "
+     "it runs in (keys: host index); the only per-host split of a launcher's tree, such as "
+     "mpirun's, whose ranks run on every host"),
     ("ctx_switches_by_process_json", "TEXT", "1/s", "context switches per second of each "
      "launched process tree's threads while measuring, voluntary (slept until woken: "
      "waiting for a message or a lock) and involuntary (preempted, or its quota ran out)"),

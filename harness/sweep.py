@@ -331,7 +331,8 @@ class _SweepContext:
                            (gate.ENV, str(gate_path)) if gate_path is not None else None,
                            self.telemetry_interval_s)
         procs, launcher, options = job.procs, job.launcher, job.options
-        sampler = (Sampler(self.telemetry_interval_s, launcher_ranks=spec.workers)
+        sampler = (Sampler(self.telemetry_interval_s, launcher_ranks=spec.workers,
+                           host_of_netns=emulated.namespace_ids(cluster) if cluster else None)
                    if self.telemetry_interval_s > 0 and launcher != "slurm" else None)
         prog, stream = self.prog, self.stream_output
         waited = []  # a Slurm job's queue notes shown so far: its start is shown after them

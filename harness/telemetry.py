@@ -97,6 +97,10 @@ class Telemetry:
     turns: list[list[float]] = field(default_factory=list)
     counters: list[Counters] = field(default_factory=list)
     machine: list[MachineTicks] = field(default_factory=list)
+    #: CPU of every sampled process by the emulated host whose network namespace it runs
+    #: in (tags "host0", "host1"...): a launcher's tree holds the ranks of every host, and
+    #: this is the only split of it by host
+    host_samples: list[Sample] = field(default_factory=list)
 
     def _turn(self, t: float) -> int | None:
         """Which stretch of measuring time t falls in (0 when the run had no turns); None
@@ -108,9 +112,10 @@ class Telemetry:
         return next((i for i, (a, b) in enumerate(self.turns)
                      if a <= t <= (b if b is not None else t)), None)
 
-    def _window(self, prefix: str) -> dict[str, list[Sample]]:
+    def _window(self, prefix: str, samples: list[Sample] | None = None
+                ) -> dict[str, list[Sample]]:
         out: dict[str, list[Sample]] = {}
-        for s in self.samples:
+        for s in self.samples if samples is None else samples:
             if s.tag.startswith(prefix) and self._turn(s.t) is not None:
                 out.setdefault(s.tag, []).append(s)
         return out
@@ -217,6 +222,12 @@ class Telemetry:
         by_process = {tag: round(m, 4) for tag, m in sorted(procs.items()) if m is not None}
         if by_process:  # servers and schedulers too: their CPU shares a host's quota
             out["cpu_cores_by_process_json"] = json.dumps(by_process, sort_keys=True)
+        hosts = {tag[len("host"):]: self._mean_cores(v)
+                 for tag, v in self._window("host", self.host_samples).items()}
+        by_host = {h: round(m, 4) for h, m in sorted(hosts.items(), key=lambda kv: int(kv[0]))
+                   if m is not None}
+        if by_host:
+            out["cpu_cores_by_host_json"] = json.dumps(by_host)
         switches, throttled = self.counter_rates()
         if switches:
             out["ctx_switches_by_process_json"] = json.dumps(switches, sort_keys=True)
@@ -352,6 +363,15 @@ def machine_ticks() -> tuple[int, ...] | None:
     return tuple(int(x) for x in f[1:1 + len(_STAT_FIELDS)])
 
 
+def netns_id(pid: int) -> int | None:
+    """The inode of the network namespace a process runs in (None: gone, or not ours to
+    read); /run/netns/NAME of a named namespace has the same one."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino
+    except OSError:
+        return None
+
+
 def pss_bytes(pid: int) -> int | None:
     """Proportional set size: each resident page divided by the number of processes
     mapping it, so a tree's sum counts a page its forked loaders share with the worker
@@ -409,8 +429,14 @@ class Sampler:
     `measuring()` when timed trials begin, `stop()` returns the Telemetry."""
 
     def __init__(self, interval_s: float = DEFAULT_INTERVAL_S, gpu: bool = True,
-                 launcher_ranks: int = 1) -> None:
+                 launcher_ranks: int = 1, host_of_netns: dict[int, int] | None = None
+                 ) -> None:
+        """host_of_netns: {network namespace inode: host index} of emulated hosts
+        (runners.emulated.namespace_ids); with it every process's CPU is also summed by
+        the host it runs on."""
         self.interval = interval_s
+        self._host_of_netns = host_of_netns or {}
+        self._host_of_pid: dict[int, int] = {}
         self.roots: dict[str, int] = {}
         self.data = Telemetry(interval_s=interval_s, launcher_ranks=launcher_ranks)
         self._nvml = _Nvml() if gpu else None
@@ -517,8 +543,14 @@ class Sampler:
             self._members = {root: [root, *tree(root, rows)] for root in self.roots.values()
                              if root in procs and procs[root][2] != "Z"}
             self._scanned = now
+            if self._host_of_netns:  # a process enters its host's namespace once, at start
+                self._host_of_pid = {pid: host for m in self._members.values() for pid in m
+                                     if (host := self._host_of_netns.get(netns_id(pid)))
+                                     is not None}
         else:
             procs = _read(p for m in self._members.values() for p in m)
+        per_host: dict[int, list[float]] = {}  # host -> [cores, longest span]
+        counted: set[int] = set()
         for tag, root in list(self.roots.items()):
             if root not in procs or procs[root][2] == "Z":
                 continue
@@ -542,14 +574,24 @@ class Sampler:
                     # else a member (a loader) that exited since the scan: it holds none
                 prev = self._prev.get(pid)
                 if prev is not None and now > prev[0]:
-                    cores += (info[3] - prev[1]) / TICK / (now - prev[0])
+                    rate = (info[3] - prev[1]) / TICK / (now - prev[0])
+                    cores += rate
                     span = max(span, now - prev[0])
                     have_rate = True
+                    host = self._host_of_pid.get(pid)
+                    if host is not None and pid not in counted:
+                        counted.add(pid)
+                        acc = per_host.setdefault(host, [0.0, 0.0])
+                        acc[0] += rate
+                        acc[1] = max(acc[1], now - prev[0])
                 self._prev[pid] = (now, info[3])
             if record:
                 self.data.samples.append(Sample(tag, t, cores if have_rate else None, rss,
                                                 pss_bytes=pss,
                                                 span_s=span if have_rate else None))
+        if record:
+            self.data.host_samples += [Sample(f"host{h}", t, c, span_s=dt)
+                                       for h, (c, dt) in sorted(per_host.items())]
         if record and full and self.data.measuring_from is not None:
             self._read_counters(t)
         if record and self._nvml is not None and self._nvml.handles:

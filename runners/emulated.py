@@ -124,6 +124,18 @@ def namespaces() -> list[str]:
                    if line.startswith(PREFIX)), key=lambda n: int(n[len(PREFIX):]))
 
 
+def namespace_ids(cluster: Cluster) -> dict[int, int]:
+    """{network namespace inode: host index} of the cluster's hosts, for telling which
+    host a process runs on from its /proc/PID/ns/net (harness/telemetry.py)."""
+    out = {}
+    for i, ns in enumerate(cluster.hosts):
+        try:
+            out[os.stat(f"/run/netns/{ns}").st_ino] = i
+        except OSError:  # removed meanwhile: its processes are gone too
+            continue
+    return out
+
+
 def up(hosts: int, link: str = "unshaped", cpus_per_host: float = 0.0,
        memory_per_host: int = 0) -> Cluster:
     """Create `hosts` emulated hosts (after removing any previous cluster), with
@@ -445,9 +457,14 @@ def mpirun_across(specs: list[ProcessSpec], cluster: Cluster, mpirun: str = "mpi
            "NCCL_SOCKET_IFNAME": "eth0"}
     specs = [ProcessSpec(s.role, s.rank, s.argv, {**s.env, **lab}, s.cwd,
                          s.memory_limit_bytes, s.host) for s in specs]
+    # each host's daemon talks straight to mpirun, not through a tree of daemons: one
+    # MXNet x4 run in 24 failed at start with "ORTE does not know how to route a message",
+    # whose own advice is routed=direct. (Not plm_rsh_no_tree_spawn: with it Open MPI 4.1
+    # starts the daemons with --daemonize, outside mpirun's process tree, where neither
+    # teardown nor telemetry finds them.)
     cmd = mpirun_command(specs, mpirun, mca={
         "plm_rsh_agent": str(AGENT), "btl": "tcp,self", "btl_tcp_if_include": SUBNET,
-        "oob_tcp_if_include": SUBNET})
+        "oob_tcp_if_include": SUBNET, "routed": "direct"})
     ns = cluster.namespace_of(cluster.addresses[0])
     # mpirun and the first host's ranks in that host's limits; the agent puts the other
     # hosts' ranks in theirs

@@ -63,6 +63,12 @@ def test_a_launchers_tree_across_hosts_is_no_hosts_cpu():
     assert b.short == "wire not saturated, CPU unmeasured"
     one = {**row, "spec_json": json.dumps({"nodes": 1, "devices_per_node": 2, "ps": 0})}
     assert bottleneck.host_cores(one) == {0: pytest.approx(1.93)}
+    # runs stored from 2026-12-04 also carry every process's CPU by the host whose network
+    # namespace it ran in: the tree's split (tests/test_emulated.py measures it)
+    split = {**row, "cpu_cores_by_host_json": json.dumps({str(i): 0.24 for i in range(8)})}
+    assert bottleneck.host_cores(split) == {i: 0.24 for i in range(8)}
+    b = bottleneck.check(split)
+    assert b.cpu == pytest.approx(0.96) and b.verdict == "CPU-bound (host 0)"
 
 
 def test_a_hosts_cpu_sums_its_own_processes_and_its_wire_the_busier_direction():

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import bottleneck
 from runners import cgroups, emulated
 from tests.conftest import run_cli
 from tests.test_process_runner import alive
@@ -477,6 +478,23 @@ nodes = 1
             assert facts["cgroup"].endswith(f"/dnnbench/{host}"), facts
             assert facts["cores"] == [int(cores[int(rank)])], facts
             assert emu["cpusets"][host] == cores[int(rank)]
+    # every process's CPU summed by the host whose namespace it runs in: for DDP the same
+    # as its workers' own, and for mpirun, whose one tree holds both hosts' ranks, the
+    # only per-host split (each host busy within its 1-CPU quota, the bottleneck line
+    # then has the CPU it said was unmeasured). A remote daemon outside mpirun's tree
+    # (daemonized, as plm_rsh_no_tree_spawn makes it) would leave its host out here.
+    by = {r["strategy"]: r for r in rows}
+    for r in rows:
+        hosts = json.loads(r["cpu_cores_by_host_json"])
+        assert sorted(hosts) == [str(i) for i in range(r["nodes"])], (r["strategy"], hosts)
+        assert all(0.3 < c < 1.15 for c in hosts.values()), (r["strategy"], hosts)
+    ddp = json.loads(by["allreduce"]["cpu_cores_by_host_json"])
+    procs = json.loads(by["allreduce"]["cpu_cores_by_process_json"])
+    for i in (0, 1):
+        assert ddp[str(i)] == pytest.approx(procs[f"worker{i}"], rel=0.1, abs=0.05), \
+            (ddp, procs)
+    hvd = bottleneck.check(by["horovod"])
+    assert hvd is not None and hvd.cpu is not None and 0.3 < hvd.cpu < 1.15, hvd
     assert leftovers() == []
 
 
