@@ -135,7 +135,12 @@ def host_cores(r: dict) -> dict[int, float]:
 
 def host_throttled(r: dict) -> dict[int, float]:
     """Share of its CFS periods each host's CPU cgroup ran out of quota while measuring,
-    by host index (its processes share the group: the largest read is kept)."""
+    by host index: read from the host's group itself where the run stored that (from
+    2026-12-04), else from its processes' tags (they share the group: the largest read is
+    kept)."""
+    by_host = _obj(r.get("cpu_throttled_by_host_json"))
+    if by_host:
+        return {int(h): share for h, share in by_host.items()}
     spec = _obj(r["spec_json"])
     out: dict[int, float] = {}
     for tag, share in _obj(r.get("cpu_throttled_by_process_json")).items():

@@ -131,6 +131,9 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
      "every launched process while measuring, summed by the host whose network namespace "
      "it runs in (keys: host index); the only per-host split of a launcher's tree, such as "
      "mpirun's, whose ranks run on every host"),
+    ("cpu_throttled_by_host_json", "TEXT", "", "runs on emulated hosts with a CPU quota: "
+     "share of the CFS periods in which each host's CPU cgroup ran out of quota while "
+     "measuring (keys: host index)"),
     ("ctx_switches_by_process_json", "TEXT", "1/s", "context switches per second of each "
      "launched process tree's threads while measuring, voluntary (slept until woken: "
      "waiting for a message or a lock) and involuntary (preempted, or its quota ran out)"),

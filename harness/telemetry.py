@@ -101,6 +101,9 @@ class Telemetry:
     #: in (tags "host0", "host1"...): a launcher's tree holds the ranks of every host, and
     #: this is the only split of it by host
     host_samples: list[Sample] = field(default_factory=list)
+    #: each emulated host's CPU cgroup's CFS counters (tags "host0"...), read with the
+    #: trees' counters (only periods and throttled are read; switches stay 0)
+    host_counters: list[Counters] = field(default_factory=list)
 
     def _turn(self, t: float) -> int | None:
         """Which stretch of measuring time t falls in (0 when the run had no turns); None
@@ -129,11 +132,12 @@ class Telemetry:
             if turn is not None and turn == self._turn(b.t) and b.t > a.t:
                 yield a, b
 
-    def _counter_pairs(self):
-        """(tag, earlier, later) for consecutive counter readings of one tree inside one
-        stretch of measuring time."""
-        for tag in sorted({c.tag for c in self.counters}):
-            for a, b in self._consecutive(c for c in self.counters if c.tag == tag):
+    def _counter_pairs(self, counters: list[Counters] | None = None):
+        """(tag, earlier, later) for consecutive counter readings of one tree (or host)
+        inside one stretch of measuring time."""
+        counters = self.counters if counters is None else counters
+        for tag in sorted({c.tag for c in counters}):
+            for a, b in self._consecutive(c for c in counters if c.tag == tag):
                 yield tag, a, b
 
     def machine_rates(self) -> dict[str, float]:
@@ -175,14 +179,15 @@ class Telemetry:
                 out.setdefault(tag, {})[name] = round(cores, 4)
         return out
 
-    def counter_rates(self) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    def counter_rates(self, counters: list[Counters] | None = None
+                      ) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
         """({tag: voluntary and involuntary context switches per second}, {tag: share of
         its CPU cgroup's CFS periods that ran out of quota}) while measuring, from
         consecutive readings within one stretch (an interleaved run's idle gaps between
         turns are not its own). A reading whose tree lost a member (a loader that exited)
         counts down, and that interval is left out."""
         spans: dict[str, list[float]] = {}
-        for tag, a, b in self._counter_pairs():
+        for tag, a, b in self._counter_pairs(counters):
             dv, di = b.voluntary - a.voluntary, b.involuntary - a.involuntary
             if min(dv, di) < 0:
                 continue
@@ -233,6 +238,11 @@ class Telemetry:
             out["ctx_switches_by_process_json"] = json.dumps(switches, sort_keys=True)
         if throttled:
             out["cpu_throttled_by_process_json"] = json.dumps(throttled, sort_keys=True)
+        _, by_host = self.counter_rates(self.host_counters)
+        if by_host:
+            out["cpu_throttled_by_host_json"] = json.dumps(
+                {tag[len("host"):]: v for tag, v in sorted(by_host.items(),
+                                                           key=lambda kv: int(kv[0][4:]))})
         threads = self.thread_rates()
         if threads:
             out["cpu_cores_by_thread_json"] = json.dumps(threads, sort_keys=True)
@@ -501,6 +511,12 @@ class Sampler:
             vol, inv = context_switches(members)
             self.data.counters.append(Counters(tag, t, vol, inv, *(cfs or (None, None)),
                                                threads=thread_ticks(members)))
+        one_per_host = {host: pid for pid, host in self._host_of_pid.items()}
+        for host, pid in sorted(one_per_host.items()):
+            stat = cgroups.cpu_stat_file(pid)  # every process of a host shares its group
+            cfs = cgroups.throttling(stat) if stat is not None else None
+            if cfs is not None:
+                self.data.host_counters.append(Counters(f"host{host}", t, 0, 0, *cfs))
 
     def cpu_ticks(self) -> dict[int, int]:
         """pid -> CPU ticks (utime + stime, all threads) of every process of the registered

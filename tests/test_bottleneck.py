@@ -69,6 +69,10 @@ def test_a_launchers_tree_across_hosts_is_no_hosts_cpu():
     assert bottleneck.host_cores(split) == {i: 0.24 for i in range(8)}
     b = bottleneck.check(split)
     assert b.cpu == pytest.approx(0.96) and b.verdict == "CPU-bound (host 0)"
+    assert b.throttled is None  # this row has no host groups' counters
+    split["cpu_throttled_by_host_json"] = json.dumps({str(i): 0.5 for i in range(8)})
+    assert bottleneck.host_throttled(split) == {i: 0.5 for i in range(8)}
+    assert bottleneck.check(split).throttled == 0.5
 
 
 def test_a_hosts_cpu_sums_its_own_processes_and_its_wire_the_busier_direction():

@@ -495,6 +495,13 @@ nodes = 1
             (ddp, procs)
     hvd = bottleneck.check(by["horovod"])
     assert hvd is not None and hvd.cpu is not None and 0.3 < hvd.cpu < 1.15, hvd
+    # and each host's own CPU group's CFS counters: the same shares as its processes'
+    # groups where those are known apart (DDP), and a share for each of mpirun's hosts
+    throttled = json.loads(by["allreduce"]["cpu_throttled_by_process_json"])
+    assert json.loads(by["allreduce"]["cpu_throttled_by_host_json"]) == {
+        str(i): pytest.approx(throttled[f"worker{i}"], abs=0.02) for i in (0, 1)}, throttled
+    assert sorted(json.loads(by["horovod"]["cpu_throttled_by_host_json"])) == ["0", "1"]
+    assert hvd.throttled is not None, hvd
     assert leftovers() == []
 
 
