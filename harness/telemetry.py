@@ -227,12 +227,11 @@ class Telemetry:
         by_process = {tag: round(m, 4) for tag, m in sorted(procs.items()) if m is not None}
         if by_process:  # servers and schedulers too: their CPU shares a host's quota
             out["cpu_cores_by_process_json"] = json.dumps(by_process, sort_keys=True)
-        hosts = {tag[len("host"):]: self._mean_cores(v)
+        hosts = {tag: self._mean_cores(v)
                  for tag, v in self._window("host", self.host_samples).items()}
-        by_host = {h: round(m, 4) for h, m in sorted(hosts.items(), key=lambda kv: int(kv[0]))
-                   if m is not None}
+        by_host = {tag: round(m, 4) for tag, m in hosts.items() if m is not None}
         if by_host:
-            out["cpu_cores_by_host_json"] = json.dumps(by_host)
+            out["cpu_cores_by_host_json"] = _by_host_index(by_host)
         switches, throttled = self.counter_rates()
         if switches:
             out["ctx_switches_by_process_json"] = json.dumps(switches, sort_keys=True)
@@ -240,9 +239,7 @@ class Telemetry:
             out["cpu_throttled_by_process_json"] = json.dumps(throttled, sort_keys=True)
         _, by_host = self.counter_rates(self.host_counters)
         if by_host:
-            out["cpu_throttled_by_host_json"] = json.dumps(
-                {tag[len("host"):]: v for tag, v in sorted(by_host.items(),
-                                                           key=lambda kv: int(kv[0][4:]))})
+            out["cpu_throttled_by_host_json"] = _by_host_index(by_host)
         threads = self.thread_rates()
         if threads:
             out["cpu_cores_by_thread_json"] = json.dumps(threads, sort_keys=True)
@@ -289,6 +286,12 @@ class Telemetry:
         return [(s.tag, round(s.t, 3), s.cpu_cores, s.rss_bytes, s.gpu_util, s.gpu_mem_bytes,
                  s.gpu_power_w, None if s.span_s is None else round(s.span_s, 4))
                 for s in self.samples]
+
+
+def _by_host_index(values: dict[str, float]) -> str:
+    """{"host3": x, ...} as stored: JSON keyed by host index ("3"), in host order."""
+    index = {int(tag[len("host"):]): v for tag, v in values.items()}
+    return json.dumps({str(i): index[i] for i in sorted(index)})
 
 
 def self_sampled(procs: list, interval_s: float) -> list:
