@@ -894,9 +894,13 @@ def cmd_cluster(args: argparse.Namespace) -> int:
                       + ", ".join(f"{h}={cs}" for h, cs in zip(c.hosts, c.cpusets))
                       + (f", memory {args.memory_per_host} MiB" if c.memory_per_host else ""))
             if c.isolation:
+                cpu = c.isolation.get("cpu_ratio")
                 print(f"isolation: {c.hosts[0]} runs at {c.isolation['ratio']:.0%} of its "
                       f"lone speed with {c.isolation['neighbours']} greedy processes on the "
-                      "other hosts (100%: independent)")
+                      "other hosts (100%: independent)"
+                      + (f"; it keeps {cpu:.0%} of its lone CPU time (below that, the "
+                         "hardware is shared: the rest no limit can give back)"
+                         if cpu is not None else ""))
         elif args.cluster_command == "down":
             gone = emulated.down_unless_used()
             reaped = _reap_containers()  # a dead sweep's containers inside the hosts

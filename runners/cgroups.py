@@ -274,7 +274,8 @@ def join_argv(host: str, argv: tuple[str, ...] | list[str]) -> tuple[str, ...]:
 
 
 SPIN = ("import sys, time\nend = time.perf_counter() + float(sys.argv[1])\nn = 0\n"
-        "while time.perf_counter() < end:\n    n += 1\nprint(n)")
+        "cpu = time.process_time()\n"
+        "while time.perf_counter() < end:\n    n += 1\nprint(n, time.process_time() - cpu)")
 HOG = "while True:\n    pass"
 
 
@@ -284,18 +285,23 @@ def isolation(hosts: list[str], limits: list[HostLimits] | None, seconds: float 
     first host counts loop turns alone, then with every other host running two greedy
     spinners per CPU of its quota (each in a session of its own, so the kernel's
     autogroup cannot shield it). `ratio` near 1: the hosts are independent. With
-    `limits` None the hosts are unlimited (the control: neighbours then slow it)."""
+    `limits` None the hosts are unlimited (the control: neighbours then slow it).
+    `cpu_ratio` is the same for the CPU time the probe got: the part of the slowdown
+    the kernel's scheduler decides, which limits control. A speed ratio below it is the
+    hardware's share (on a VM, two vCPUs the hypervisor runs on one physical core's
+    threads: 0.61-0.77 with limits, at a cpu_ratio near 1, in CI 2026-12-04)."""
     def start(host: str, argv: tuple[str, ...]) -> tuple[str, ...]:
         return join_argv(host, argv) if limits else argv
 
-    def spin() -> int:
+    def spin() -> tuple[int, float]:
         proc = subprocess.run(start(hosts[0], (sys.executable, "-c", SPIN, str(seconds))),
                               capture_output=True, text=True, timeout=seconds + 30)
         if proc.returncode:
             raise CgroupError(f"isolation probe failed: {proc.stderr.strip()[-300:]}")
-        return int(proc.stdout.split()[-1])
+        turns, cpu = proc.stdout.split()[-2:]
+        return int(turns), float(cpu)
 
-    alone = spin()
+    alone, cpu_alone = spin()
     hogs = []
     try:
         for i, host in enumerate(hosts[1:], 1):
@@ -304,10 +310,11 @@ def isolation(hosts: list[str], limits: list[HostLimits] | None, seconds: float 
                                              start_new_session=True,
                                              stdout=subprocess.DEVNULL))
         time.sleep(0.3)  # the neighbours are busy before the probe starts
-        busy = spin()
+        busy, cpu_busy = spin()
     finally:
         for h in hogs:  # only the hogs started here, by PID
             h.kill()
             h.wait()
     return {"alone": alone, "busy": busy, "ratio": busy / alone if alone else 0.0,
+            "cpu_ratio": cpu_busy / cpu_alone if cpu_alone else 0.0,
             "seconds": seconds, "neighbours": len(hogs)}

@@ -345,23 +345,31 @@ needs_two_cores = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2,
 
 @needs_two_cores
 def test_host_cpu_limits_make_compute_independent_of_neighbours(clean):
-    """The point of cpus_per_host: a host's speed alone and with greedy neighbours is the
-    same within noise; without limits (the control, same probe) neighbours slow it."""
+    """The point of cpus_per_host: the CPU time a host's process gets alone and with
+    greedy neighbours is the same within noise; without limits (the control, same probe)
+    neighbours take some of it. The speed ratio is stored beside it: it can be lower than
+    the CPU-time ratio where the hardware is shared (CI's 2-vCPU VM once read 0.61-0.77
+    with limits, three probes in a row, and 0.62 without), which no limit can change."""
     c = emulated.up(2, "unshaped", cpus_per_host=1.0)
     assert c.cpusets == [str(x) for x in sorted(os.sched_getaffinity(0))[:2]]
     # other load on a shared machine only lowers a ratio: best of up to 3 probes each
-    limited = [c.isolation["ratio"]]
-    while max(limited) <= 0.8 and len(limited) < 3:
-        limited.append(cgroups.isolation(c.hosts, cgroups.plan(2, 1.0))["ratio"])
-    # the control must show that neighbours can slow an unlimited host; load that lands
-    # on a probe's "alone" half raises its ratio instead (the fresh-machine CI read 1.05
-    # next to 0.62, 2026-12-04), so up to 3 probes, judged by the one that shows it
-    control: list[float] = []
-    while (not control or min(control) >= max(limited) - 0.1) and len(control) < 3:
-        control.append(cgroups.isolation(c.hosts, None)["ratio"])
-    print("isolation with limits", limited, "without", control)
-    assert max(limited) > 0.8, (limited, c.isolation)
-    assert min(control) < max(limited) - 0.1, (control, limited)
+    limited = [c.isolation]
+    while max(p["cpu_ratio"] for p in limited) <= 0.9 and len(limited) < 3:
+        limited.append(cgroups.isolation(c.hosts, cgroups.plan(2, 1.0)))
+    best = max(p["cpu_ratio"] for p in limited)
+    # the control must show that neighbours can take an unlimited host's CPU; load that
+    # lands on a probe's "alone" half raises its ratio instead (the fresh-machine CI read
+    # 1.05 next to 0.62, 2026-12-04), so up to 3 probes, judged by the one that shows it
+    control: list[dict] = []
+    while (not control or min(p["cpu_ratio"] for p in control) >= best - 0.1) \
+            and len(control) < 3:
+        control.append(cgroups.isolation(c.hosts, None))
+    print("isolation (CPU time, speed) with limits",
+          [(round(p["cpu_ratio"], 2), round(p["ratio"], 2)) for p in limited], "without",
+          [(round(p["cpu_ratio"], 2), round(p["ratio"], 2)) for p in control])
+    assert best > 0.9, limited
+    assert min(p["cpu_ratio"] for p in control) < best - 0.1, (control, limited)
+    assert 0 < c.isolation["ratio"] and 0 < c.isolation["cpu_ratio"]
     assert emulated.current().isolation == c.isolation  # stored with the cluster
 
 
