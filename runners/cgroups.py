@@ -287,9 +287,10 @@ def isolation(hosts: list[str], limits: list[HostLimits] | None, seconds: float 
     autogroup cannot shield it). `ratio` near 1: the hosts are independent. With
     `limits` None the hosts are unlimited (the control: neighbours then slow it).
     `cpu_ratio` is the same for the CPU time the probe got: the part of the slowdown
-    the kernel's scheduler decides, which limits control. A speed ratio below it is the
-    hardware's share (on a VM, two vCPUs the hypervisor runs on one physical core's
-    threads: 0.61-0.77 with limits, at a cpu_ratio near 1, in CI 2026-12-04)."""
+    the kernel's scheduler decides, which limits control. A speed ratio below it is lost
+    below the kernel: to hardware the vCPUs share, or to the hypervisor (which of these,
+    this guest cannot tell; limited hosts read a speed of 0.61-0.77 three times in a row
+    in CI on 2026-12-04, at a CPU-time ratio near 1 here)."""
     def start(host: str, argv: tuple[str, ...]) -> tuple[str, ...]:
         return join_argv(host, argv) if limits else argv
 
