@@ -405,7 +405,8 @@ def _loopback_runs(runs: list[dict], sample: dict) -> list[dict]:
 
 
 def _off_wire(loopback: list[_Point], own: bool = True) -> _OffWire:
-    """The cost off the wire, from a curve's own 2-worker run(s) on one host.
+    """The cost off the wire, from 2-worker run(s) on one host: the curve's own (`own`),
+    or of its network where the curve has one worker per host (`_loopback_runs`).
 
     Its twin on 2 hosts costs that much plus the wire: on shi2017-emulated (TensorFlow at
     1 Gbit/s, 2026-12-01) the difference was the shaped wire's time for the gradient bytes
@@ -599,7 +600,7 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
             # one worker per host: the curve's 2-worker run crossed the link, and a 1-host
             # run of the same network says how much of it was off the wire (TensorFlow's
             # ring, scaling-emulated-tf-cnn 2026-12-04: without it the 2-host run's whole
-            # excess was fitted as wire, 30 MB/s on a 125 MB/s link, and ResNet-50 x4 and
+            # excess was fitted as wire, 29-46 MB/s on a 125 MB/s link, and ResNet-50 x4 and
             # x8 were predicted 28% slow)
             off_wire[_key(sample)] = off = _off_wire(loop_pts, own=False)
             pts = [replace(p, y=p.y - off.seconds) for p in pts]
