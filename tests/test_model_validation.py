@@ -594,10 +594,11 @@ def shipped_copies(tmp_path, folder: str) -> list:
     # fails alone (TensorFlow x4 +23.2%); repeat 2's MXNet x4 failed to launch (Open MPI)
     ("scaling-emulated-hepcnn-horovod-repeats", "horovod", [True, True, False], 0.0772,
      0.0911, False, 4, (6, 5, 6)),
-    # TensorFlow allreduce, GoogLeNet and ResNet-50, two repeats (2026-12-04, AMD VM): the
-    # cost off the wire from the 1-host runs; without them 16.9 / 22.6%, FAIL
-    ("scaling-emulated-tf-cnn-repeats", "allreduce", [True, True], 0.0346, 0.0846, False, 4,
-     6),
+    # TensorFlow allreduce, GoogLeNet and ResNet-50 (2026-12-04, AMD VM): the cost off the
+    # wire from the 1-host runs; repeat 3 (after the rule) fails alone, every row fast;
+    # without the 1-host runs 12.9 / 21.5%, FAIL
+    ("scaling-emulated-tf-cnn-repeats", "allreduce", [True, True, False], 0.0811, 0.2091,
+     False, 4, 6),
 ])
 def test_the_readmes_repeated_measurements_recompute(tmp_path, folder, strategy, alone_pass,
                                                      median, worst, beats_repeats, held,
@@ -702,11 +703,12 @@ def test_the_readmes_tf_jax_rows_recompute(tmp_path):
 
 
 def test_the_readmes_tf_cnn_rows_recompute_and_need_the_1_host_runs(tmp_path):
-    """The README's held-out rows of TensorFlow's GoogLeNet and ResNet-50 curves (two
+    """The README's held-out rows of TensorFlow's GoogLeNet and ResNet-50 curves (three
     repeats, one worker per host): each row's error per repeat and on the median sweep,
-    with the cost off the wire taken from the 1-host 2-worker runs; and the verdict
-    without those runs, every row then predicted slow (the whole 2-host excess fitted as
-    wire and grown with the ring's bytes): FAIL."""
+    with the cost off the wire taken from the 1-host 2-worker runs; and the column
+    without those runs (the whole 2-host excess fitted as wire and grown with the ring's
+    bytes): repeat 1 then predicted slow on every row, repeat 2 on three of four, the
+    median sweep FAIL."""
     import sqlite3
 
     from harness.perfmodel import holdout_repeats
@@ -721,8 +723,8 @@ def test_the_readmes_tf_cnn_rows_recompute_and_need_the_1_host_runs(tmp_path):
                 for m in ("googlenet", "resnet50") for x in (4, 8)}
 
     assert rows(holdout_repeats.validate(dbs)) == {
-        "googlenet x4": [1.3, -18.0, 1.3], "googlenet x8": [-3.3, -8.2, -3.3],
-        "resnet50 x4": [9.0, 7.8, 8.5], "resnet50 x8": [2.7, -1.5, 3.6]}
+        "googlenet x4": [1.3, -18.0, -33.3, -20.9], "googlenet x8": [-3.3, -8.2, -30.5, -10.6],
+        "resnet50 x4": [9.0, 7.8, -11.6, 4.7], "resnet50 x8": [2.7, -1.5, -15.5, -5.6]}
     for db in dbs:
         con = sqlite3.connect(db)
         gone = con.execute("DELETE FROM runs WHERE workers = 2 AND "
@@ -731,10 +733,13 @@ def test_the_readmes_tf_cnn_rows_recompute_and_need_the_1_host_runs(tmp_path):
         con.close()
         assert gone == 2, (db, gone)
     rep = holdout_repeats.validate(dbs)
-    assert all(e > 0 for errors in rows(rep).values() for e in errors[-1:]), rows(rep)
+    assert rows(rep) == {
+        "googlenet x4": [10.9, -2.7, -23.3, -9.4], "googlenet x8": [9.5, 16.6, -15.4, 8.0],
+        "resnet50 x4": [27.7, 21.6, -1.4, 21.5], "resnet50 x8": [28.2, 16.5, -1.3, 16.4]}
+    assert [r.by_strategy()["allreduce"]["pass"] for r in rep.each] == [False, False, True]
     med = rep.median.by_strategy()["allreduce"]
-    assert not med["pass"] and round(100 * med["median"], 1) == 16.9, med
-    assert round(100 * med["worst"], 1) == 22.6, med
+    assert not med["pass"] and round(100 * med["median"], 1) == 12.9, med
+    assert round(100 * med["worst"], 1) == 21.5, med
 
 
 def test_the_readmes_hepcnn_side_by_side_table_recomputes(tmp_path):
