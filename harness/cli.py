@@ -22,6 +22,7 @@ from harness.cli_input import (
     one_line,
     user_errors,
 )
+from harness.store import require_file, resumed
 
 DEFAULT_DB = "results/dnnbench.db"
 
@@ -444,8 +445,15 @@ def build_parser() -> argparse.ArgumentParser:
                                "cluster leases. Never touches anything a live process uses.")
 
     p_plan = sub.add_parser("plan", help="show an experiment's runs before running it")
-    p_plan.add_argument("experiment_file")
-    p_plan.add_argument("--db", help="also show which runs are already stored (resume)")
+    p_plan.add_argument("experiment_file", nargs="?",
+                        help="TOML experiment file (or -e FILE, as `dnnbench run` takes it)")
+    p_plan.add_argument("--experiment", "-e", dest="experiment_flag", metavar="FILE",
+                        help="the same file, spelled as `dnnbench run -e FILE` spells it")
+    p_plan.add_argument("--db", help="also show which runs are already stored: what `dnnbench "
+                                     "run -e FILE --db DB` would measure now (resume)")
+    p_plan.add_argument("--retry-failed", action="store_true",
+                        help="count stored failures as to measure, as `run --retry-failed` "
+                             "does")
     _add_spec_flags(p_plan, "run settings, as `dnnbench run -e FILE` takes them: each holds "
                             "over the file's [defaults] and [matrix]")
     return parser
@@ -718,9 +726,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from reports.render import render_file
 
-    if not Path(args.db).is_file():
-        raise UserError(f"results database {args.db} does not exist; run `dnnbench run` first "
-                        "or pass --db")
+    require_file(args.db)
     default = {"html": "results/report.html", "md": "results/report.md",
                "csv": "results/report-csv"}[args.format]
     path = render_file(args.db, args.output or default, args.experiment, args.format)
@@ -732,8 +738,7 @@ def cmd_results(args: argparse.Namespace) -> int:
     from harness import export
     from harness.store import Store
 
-    if not Path(args.db).is_file():
-        raise UserError(f"results database {args.db} does not exist")
+    require_file(args.db)
     filters = {k: getattr(args, k) for k in export.FILTERS if k != "experiment"}
     with Store(args.db, readonly=True) as store:
         if args.trace:
@@ -955,27 +960,37 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from harness import experiment
     from harness.sweep import describe
 
-    exp = experiment.load(args.experiment_file, _spec_overrides(args))
+    given = {f for f in (args.experiment_file, args.experiment_flag) if f}
+    if len(given) != 1:
+        raise UserError("plan: give one experiment file, as `dnnbench plan FILE` or "
+                        "`dnnbench plan -e FILE`" + (f" (got {' and '.join(sorted(given))})"
+                                                     if given else ""))
+    exp = experiment.load(given.pop(), _spec_overrides(args))
     stored: dict[str, str] = {}
-    if args.db and Path(args.db).is_file():
+    if args.db and Path(args.db).exists():  # a new file: nothing stored yet, as for `run`
         from harness.store import Store
 
         with Store(args.db, readonly=True) as store:
             stored = {r["config_hash"]: r["status"] for r in store.runs(
                 "WHERE experiment = ?", (exp.name,))}
-    runnable = len(exp.runnable)
-    print(f"experiment {exp.name} ({exp.source}): {len(exp.runs)} runs, {runnable} to measure, "
-          f"{len(exp.runs) - runnable} skipped as unsupported")
+    keep = resumed(args.retry_failed)
+    done = {p.spec.config_hash() for p in exp.runs if stored.get(p.spec.config_hash()) in keep}
+    unsupported = sum(1 for p in exp.runs if p.skip_reason and p.spec.config_hash() not in done)
+    todo = len(exp.runs) - len(done) - unsupported
+    print(f"experiment {exp.name} ({exp.source}): {len(exp.runs)} runs, {todo} to measure, "
+          + (f"{len(done)} already stored, " if args.db else "")
+          + f"{unsupported} skipped as unsupported")
     if exp.description:
         print(f"  {exp.description}")
     budget = 0.0
     for i, p in enumerate(exp.runs, start=1):
         state = stored.get(p.spec.config_hash())
-        mark = f"stored ({state})" if state else ("skip" if p.skip_reason else "run")
+        mark = ("skip" if p.skip_reason else "run") if not state else \
+            f"stored ({state})" + ("" if state in keep else ", runs again")
         line = f"{i:>4}. [{mark}] {describe(p.spec)}"
         if p.skip_reason:
             line += f": {p.skip_reason}"
-        else:
+        elif p.spec.config_hash() not in done:
             budget += p.spec.timeout_s
         print(line)
     print(f"time limit if every run used its whole timeout: {budget / 60:.0f} min")
@@ -1026,8 +1041,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         raise UserError("--pooled-links chooses how --holdout fits links: use --validate "
                         "--holdout --pooled-links")
     if args.validate:
-        if not Path(args.db).is_file():
-            raise UserError(f"results database {args.db} does not exist")
+        require_file(args.db)
         if args.holdout and len(dbs) > 1:
             from harness.perfmodel import holdout, holdout_repeats
 
@@ -1126,8 +1140,7 @@ def cmd_ps_placement(args: argparse.Namespace) -> int:
 
         from harness.store import Store
 
-        if not Path(args.db).is_file():
-            raise UserError(f"results database {args.db} does not exist")
+        require_file(args.db)
         with Store(args.db, readonly=True) as store:
             for r in store.runs("WHERE status = 'ok' AND model = ? AND ps > 0", (args.model,)):
                 rec = json.loads(r["manifest_json"] or "{}").get("ranks", {}).get("0", {})
@@ -1232,8 +1245,7 @@ def cmd_paper(args: argparse.Namespace) -> int:
 
     rep = papers.cori() if args.which == "cori" else papers.shi()
     if args.db:
-        if not Path(args.db).is_file():
-            raise UserError(f"results database {args.db} does not exist")
+        require_file(args.db)
         with Store(args.db, readonly=True) as store:
             rep = papers.with_measurements(rep, store.runs("WHERE status = 'ok'"))
     if args.table:

@@ -238,6 +238,16 @@ def _snapshot(path: Path) -> sqlite3.Connection:
         src.close()
 
 
+def require_file(path: str | Path) -> None:
+    """Every reader names the same two mistakes the same way (a folder given for a file, a
+    path that is not there) before it opens anything: opening would create the file."""
+    path = Path(path)
+    if not path.is_file():
+        what = "is a folder" if path.is_dir() else "does not exist"
+        raise StoreError(f"results database {path} {what} (run `dnnbench run` first, or "
+                         "give --db the file a sweep wrote)")
+
+
 def _require_results_tables(conn: sqlite3.Connection, path: Path) -> None:
     """A reader refuses an SQLite file no sweep wrote: its in-memory copy would otherwise
     get an empty `runs` table, and a report of nothing would be written with success."""
@@ -256,6 +266,13 @@ def _require_results_tables(conn: sqlite3.Connection, path: Path) -> None:
 FINISHED = ("ok", "skipped")
 
 
+def resumed(retry_failed: bool = False) -> set[str]:
+    """The statuses a resumed sweep leaves alone, in one place for `run`, `run --submit` and
+    `plan`, so that a plan's "to measure" is what the sweep will measure: a failure stays
+    stored (measuring it again costs its timeout) unless the user asks for it."""
+    return set(FINISHED) | (set() if retry_failed else {"failed", "timeout"})
+
+
 class Store:
     """A results database, opened to record runs or, with `readonly=True`, to read them.
 
@@ -269,10 +286,8 @@ class Store:
     def __init__(self, path: str | Path, readonly: bool = False) -> None:
         self.path = Path(path)
         self.readonly = readonly
-        if readonly and not self.path.is_file():
-            what = "is a folder" if self.path.is_dir() else "does not exist"
-            raise StoreError(f"results database {self.path} {what} (run `dnnbench run` "
-                             "first, or give --db the file a sweep wrote)")
+        if readonly:
+            require_file(self.path)
         if not readonly:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:

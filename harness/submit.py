@@ -23,7 +23,7 @@ from harness import collect as collecting
 from harness import jobs
 from harness.experiment import Experiment
 from harness.manifest import host_manifest
-from harness.store import FINISHED, RunRecord, Store
+from harness.store import RunRecord, Store, resumed
 from harness.telemetry import DEFAULT_INTERVAL_S
 from runners import slurm
 from runners.slurm import BatchRun, SlurmError, SlurmOptions
@@ -91,7 +91,7 @@ def submit_experiment(exp: Experiment, store: Store, options: SlurmOptions,
     summary = SubmitSummary()
     stored = {r["config_hash"]: r["status"] for r in store.runs(
         "WHERE experiment = ?", (exp.name,))}
-    keep = set(FINISHED) | (set() if retry_failed else {"failed", "timeout"})
+    keep = resumed(retry_failed)
     flying = {j["config_hash"] for j in store.jobs(
         "WHERE experiment = ? AND collected IS NULL", (exp.name,))}
     todo: list[tuple[RunSpec, str, BatchRun]] = []

@@ -25,7 +25,7 @@ from harness.jobs import slurm_context, slurm_plan, variant_for, worker_source_r
 from harness.manifest import host_manifest
 from harness.progress import Progress
 from harness.stats import median
-from harness.store import RunRecord, Store
+from harness.store import RunRecord, Store, resumed
 from harness.telemetry import DEFAULT_INTERVAL_S, Sampler
 from runners import container, emulated
 from runners.horovodrun import HorovodNotFound
@@ -199,7 +199,7 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
     done = {r["config_hash"]: r["status"] for r in stored}
     disturbed = {r["config_hash"]: r["run_id"] for r in stored if r["status"] == "ok"
                  and noise.state(r) == "disturbed"}
-    keep = {"ok", "skipped"} | (set() if retry_failed else {"failed", "timeout"})
+    keep = resumed(retry_failed)
     summary = SweepSummary()
     todo = [p for p in exp.runs if done.get(p.spec.config_hash()) not in keep
             or (remeasure_disturbed and p.spec.config_hash() in disturbed)]

@@ -62,7 +62,21 @@ mode = "breakdown"
     assert r3.returncode == 0 and "2 already stored" in r3.stdout, r3.stdout
     assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 5
     plan = run_cli("plan", str(exp), "--db", str(db), "--model", "resnet50")
-    assert plan.returncode == 0 and ": 2 runs, 2 to measure" in plan.stdout, plan.stdout
+    # "2 to measure" here until 2026-12-04: the header ignored --db
+    assert plan.returncode == 0 and ": 2 runs, 0 to measure, 2 already stored" in plan.stdout, \
+        plan.stdout
+    assert "whole timeout: 0 min" in plan.stdout, plan.stdout
+    # -e as `run` takes it; a failure stays stored unless --retry-failed, as for `run`
+    with con:
+        con.execute("UPDATE runs SET status = 'failed' WHERE model = 'resnet50' AND rowid = "
+                    "(SELECT min(rowid) FROM runs WHERE model = 'resnet50')")
+    plan = run_cli("plan", "-e", str(exp), "--db", str(db), "--model", "resnet50")
+    assert ": 2 runs, 0 to measure, 2 already stored" in plan.stdout, plan.stdout
+    assert plan.stdout.count("[stored (failed)]") == 1, plan.stdout
+    plan = run_cli("plan", "-e", str(exp), "--db", str(db), "--model", "resnet50",
+                   "--retry-failed")
+    assert ": 2 runs, 1 to measure, 1 already stored" in plan.stdout, plan.stdout
+    assert plan.stdout.count("[stored (failed), runs again]") == 1, plan.stdout
 
 
 def test_single_run_from_flags_and_results_export(tmp_path, torch_env):
@@ -91,6 +105,13 @@ def test_single_run_from_flags_and_results_export(tmp_path, torch_env):
     (["predict", "--framework", "caffe"], "framework = 'caffe' is not one of"),
     # an experiment file that is not UTF-8 (a UnicodeDecodeError until 2026-12-03)
     (["plan", "latin1.toml"], "latin1.toml: not a text file in UTF-8 (byte 11"),
+    (["plan", "-e", "latin1.toml"], "latin1.toml: not a text file in UTF-8 (byte 11"),
+    # plan took only a positional file until 2026-12-04, while run takes -e
+    (["plan"], "plan: give one experiment file, as `dnnbench plan FILE` or"),
+    (["plan", "a.toml", "-e", "b.toml"], "(got a.toml and b.toml)"),
+    # a folder given for a results database: reported as missing until 2026-12-04
+    (["results", "--db", "."], "results database . is a folder"),
+    (["paper", "cori", "--db", "."], "results database . is a folder"),
     (["run", "-e", "latin1.toml"], "latin1.toml: not a text file in UTF-8 (byte 11"),
     # another program's SQLite file, or an empty one: report wrote an empty page with exit 0
     # until 2026-12-03
