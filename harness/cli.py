@@ -18,6 +18,7 @@ from harness.cli_input import (
     Parser,
     UserError,
     field_type,
+    image_reference,
     number,
     one_line,
     user_errors,
@@ -390,11 +391,11 @@ def build_parser() -> argparse.ArgumentParser:
     p_ib.add_argument("framework", type=field_type("framework"))
     p_ib.add_argument("--cuda", action="store_true", help="the CUDA variant")
     p_ib.add_argument("--engine", default="auto", choices=["auto", "podman", "docker"])
-    p_ib.add_argument("--base-image", help="BASE_IMAGE build argument (default python:3.11-"
-                                           "slim-bookworm for CPU, an nvidia/cuda devel "
-                                           "Ubuntu 22.04 image for CUDA; 'local': a Debian "
-                                           "base made here with debootstrap, for hosts "
-                                           "without a registry)")
+    p_ib.add_argument("--base-image", type=image_reference,
+                      help="BASE_IMAGE build argument (default python:3.11-slim-bookworm for "
+                           "CPU, an nvidia/cuda devel Ubuntu 22.04 image for CUDA; 'local': a "
+                           "Debian base made here with debootstrap, for hosts without a "
+                           "registry)")
     p_ib.add_argument("--rebuild", action="store_true", help="build even if current")
     p_ib.add_argument("--no-horovod", action="store_true",
                       help="skip compiling Horovod (about 3 min less; the image then serves "

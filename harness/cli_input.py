@@ -9,6 +9,7 @@ dnnbench and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 
@@ -26,9 +27,45 @@ class Parser(argparse.ArgumentParser):
     every other user error; subcommands inherit it."""
 
     def error(self, message: str):  # type: ignore[override]
-        print(f"dnnbench: error: {self.prog.removeprefix('dnnbench ')}: {one_line(message)} "
+        where = self.prog.removeprefix("dnnbench").strip()  # "" for the top level
+        print(f"dnnbench: error: {where + ': ' if where else ''}{one_line(message)} "
               f"(see {self.prog} --help)", file=sys.stderr)
         sys.exit(2)
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        """A flag the chosen subcommand does not take is reported by that subcommand, with
+        its help to read (argparse leaves it to the top level: "see dnnbench --help")."""
+        ns, extra = self.parse_known_args(args, namespace)
+        if extra:
+            self._chosen(ns).error(f"unrecognized arguments: {' '.join(extra)}")
+        return ns
+
+    def _chosen(self, ns: argparse.Namespace) -> argparse.ArgumentParser:
+        """The innermost subcommand parser the parsed arguments picked."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                picked = action.choices.get(getattr(ns, action.dest, None) or "")
+                if picked is not None:
+                    return picked._chosen(ns) if isinstance(picked, Parser) else picked
+        return self
+
+
+#: A container image reference as registries accept it: [host[:port]/]path[:tag][@digest]
+IMAGE_REFERENCE = re.compile(
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5})?/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?")
+
+
+def image_reference(text: str) -> str:
+    """An argparse type: a base image name the engine can pull (or 'local'), refused here
+    with the rule rather than by the engine after its first build step."""
+    if text == "local" or IMAGE_REFERENCE.fullmatch(text):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is not an image reference like python:3.11-slim-bookworm or "
+        "docker.io/library/debian:bookworm (lowercase path, optional registry, :tag, "
+        "@sha256:digest), nor 'local'")
 
 
 def number(kind: type, low: float | None = None, high: float | None = None,

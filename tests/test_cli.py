@@ -109,6 +109,14 @@ def test_single_run_from_flags_and_results_export(tmp_path, torch_env):
     # plan took only a positional file until 2026-12-04, while run takes -e
     (["plan"], "plan: give one experiment file, as `dnnbench plan FILE` or"),
     (["plan", "a.toml", "-e", "b.toml"], "(got a.toml and b.toml)"),
+    # a flag the subcommand does not take: argparse blamed the top level until 2026-12-04
+    (["history", "--db", "x.db"], "history: unrecognized arguments: --db x.db (see dnnbench "
+                                  "history --help)"),
+    (["cluster", "down", "--hosts", "2"], "cluster down: unrecognized arguments: --hosts 2"),
+    (["--bogus"], "error: unrecognized arguments: --bogus (see dnnbench --help)"),
+    # a base image no registry names: passed to the engine until 2026-12-04
+    (["image", "build", "torch", "--base-image", "x; rm -rf /", "--dry-run"],
+     "image build: argument --base-image: 'x; rm -rf /' is not an image reference"),
     # a folder given for a results database: reported as missing until 2026-12-04
     (["results", "--db", "."], "results database . is a folder"),
     (["paper", "cori", "--db", "."], "results database . is a folder"),
@@ -132,6 +140,25 @@ def test_bad_input_gives_one_line_and_exit_2(tmp_path, args, message):
     assert r.returncode == 2
     assert r.stderr.startswith("dnnbench: error:") and message in r.stderr
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("text, ok", [
+    ("python:3.11-slim-bookworm", True), ("nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04", True),
+    ("localhost:5000/team/dnnbench-base:bookworm", True), ("local", True),
+    ("docker.io/library/python@sha256:" + "0a" * 32, True), ("Python:3.11", False),
+    ("python:3.11 --privileged", False), ("", False), ("a/b:c:d", False), ("../x", False),
+])
+def test_base_image_references(text, ok):
+    """`image build --base-image` takes what a registry accepts, and nothing else."""
+    import argparse
+
+    from harness.cli_input import image_reference
+
+    if ok:
+        assert image_reference(text) == text
+    else:
+        with pytest.raises(argparse.ArgumentTypeError, match="is not an image reference"):
+            image_reference(text)
 
 
 def test_missing_environment_names_the_fix(tmp_path):
