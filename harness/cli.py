@@ -852,13 +852,11 @@ def cmd_history(args: argparse.Namespace) -> int:
         path.unlink(missing_ok=True)
         print(f"history cleared: {path}")
         return 0
+    for db in args.add:  # every path before any is added: a typo in the last adds nothing
+        require_file(db)
     with repeat.History(path) as hist:
         for db in args.add:
-            try:
-                print(f"{db}: {hist.add_database(db)} runs added")
-            except FileNotFoundError as exc:
-                raise UserError(f"{exc}; --add takes results databases (dnnbench run --db)"
-                                ) from None
+            print(f"{db}: {hist.add_database(db)} runs added")
         here = repeat.host_key({"manifest_json": {"host": host_manifest()}})
         hosts = hist.hosts()
         print(f"history: {path}")

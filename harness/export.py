@@ -53,7 +53,10 @@ def write_json(store: Store, path: str | Path, experiment: str | None = None,
 def print_table(store: Store, experiment: str | None = None, **filters: str | None) -> None:
     rows = _rows(store, experiment, **filters)
     if not rows:
-        print("no runs stored")
+        given = {"experiment": experiment, **filters}
+        narrowed = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in given.items() if v)
+        print(f"no stored run matches {narrowed} (`dnnbench results --db DB` lists them all)"
+              if narrowed and _rows(store, None) else "no runs stored")
         return
     print(f"{'run_id':<17}{'experiment':<12}{'framework':<10}{'model':<10}{'mode':<11}"
           f"{'strategy':<10}{'workers':>7}{'batch':>6}{'px':>5}{'status':>9}{'images/s':>10}")

@@ -101,10 +101,9 @@ class History:
 
     def add_database(self, db: str | Path) -> int:
         """Seed from an older results database: each experiment in it counts as one sweep."""
-        from harness.store import Store
+        from harness.store import Store, require_file
 
-        if not Path(db).is_file():
-            raise FileNotFoundError(f"results database {db} does not exist")
+        require_file(db)
         tag = hashlib.sha1(str(Path(db).resolve()).encode()).hexdigest()[:12]
         with Store(db, readonly=True) as store:
             rows = store.runs("WHERE status = 'ok'")

@@ -89,6 +89,9 @@ def test_single_run_from_flags_and_results_export(tmp_path, torch_env):
     assert run_cli("results", "--db", str(db), "--json", str(out)).returncode == 0
     data = json.loads(out.read_text())
     assert data[0]["spec"]["batch_size"] == 2 and data[0]["status"] == "ok"
+    # a filter that matches nothing says so ("no runs stored" until 2026-12-04)
+    r = run_cli("results", "--db", str(db), "--model", "alexnet")
+    assert r.returncode == 0 and "no stored run matches --model alexnet" in r.stdout, r.stdout
 
 
 @pytest.mark.parametrize("args, message", [

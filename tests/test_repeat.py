@@ -151,6 +151,11 @@ def test_history_cli_seeds_shows_and_clears(tmp_path):
     r = run_cli("history", "--add", str(tmp_path / "missing.db"), env=env)
     assert r.returncode == 2 and "missing.db does not exist" in r.stderr
     assert r.stderr.count("\n") == 1, r.stderr
+    # a typo in the last path adds nothing (the ones before it were added until 2026-12-04)
+    fresh = {"DNNBENCH_HISTORY": str(tmp_path / "h2" / "history.db")}
+    r = run_cli("history", "--add", dbs[0], str(tmp_path), env=fresh)
+    assert r.returncode == 2 and "is a folder" in r.stderr and "added" not in r.stdout
+    assert "no sweeps recorded yet" in run_cli("history", env=fresh).stdout
     r = run_cli("history", "--clear", env=env)
     assert r.returncode == 0 and not (tmp_path / "h" / "history.db").exists()
 
