@@ -144,6 +144,10 @@ def from_dict(data: dict[str, Any], src: str = "<experiment>",
         if key in axes:  # a flag holds over the sweep too: the file's runs narrowed to it
             axes[key] = [value]
     for i, rule in enumerate(excludes):
+        if not rule:  # matches every run: the sweep would be empty for a stray header
+            raise ExperimentError(f"{src}: exclude[{i}] is empty, so it excludes every run; "
+                                  "give it the fields to match (e.g. model = \"alexnet\") "
+                                  "or delete the [[exclude]] line")
         for key, value in rule.items():
             _check_value(src, f"exclude[{i}]", key, value)
     for required in ("framework", "model"):

@@ -43,6 +43,9 @@ def test_matrix_expands_excludes_and_keeps_unsupported_as_skipped(tmp_path):
     ("[defaults]\nsteps = true\n[matrix]\nframework=['torch']\nmodel=['resnet50']", "steps = True must be a whole number"),
     ("sweep = 1\n[matrix]\nframework=['torch']", "unknown top-level key 'sweep'"),
     ("[matrix]\nframework=['torch']\nmodel=['resnet50']\n[[exclude]]\nmodel='resnet50'", "expands to no runs"),
+    # a stray [[exclude]] header: "expands to no runs" until 2026-12-04, naming no rule
+    ("[matrix]\nframework=['torch']\nmodel=['resnet50']\n[[exclude]]\n[[exclude]]\nmodel='alexnet'",
+     "exclude[0] is empty, so it excludes every run"),
 ])
 def test_malformed_files_give_one_line_naming_file_and_key(tmp_path, text, message):
     with pytest.raises(ExperimentError) as info:
