@@ -466,12 +466,18 @@ def holdout(result: Any) -> Table:
         Column("measured_ms", "measured", "ms"), Column("low_ms", "95% low", "ms"),
         Column("high_ms", "95% high", "ms"), Column("predicted_ms", "predicted", "ms"),
         Column("error_pct", "error", "%", 2),
+        Column("machine", "machine (noise probe)", digits=0),
         Column("bound", "bound by (measured)", digits=0),
         Column("fitted_from", "inputs and the runs they were fitted on", digits=0)],
         note="A prediction, not a fit: no input comes from the runs in this table. "
              "Bound by: what the run's busiest emulated host saturated (CPU, wire or "
              "neither; the table 'What bound the step'), and where the step was simulated "
-             "its busiest host's CPU and wire measured / simulated. "
+             "its busiest host's CPU and wire measured / simulated. Machine: 'disturbed' "
+             "where the noise probe read the machine below its usual best during the "
+             "measured run (its error may be the machine's). "
+             + (f"Fitted from runs the probe read disturbed: "
+                f"{'; '.join(result.disturbed_fits)}. " if result and result.disturbed_fits
+                else "")
              + "; ".join(f"link {k}: {v}" for k, v in (result.links if result else {}).items()))
     from harness.perfmodel.holdout import bound_text
 
@@ -483,6 +489,7 @@ def holdout(result: Any) -> Table:
                        "low_ms": r.measured_low * 1e3 if r.measured_low else None,
                        "high_ms": r.measured_high * 1e3 if r.measured_high else None,
                        "predicted_ms": r.predicted * 1e3, "error_pct": r.error * 100,
+                       "machine": "disturbed" if r.disturbed else None,
                        "fitted_from": r.fitted_from, "_held": r})
     return t
 

@@ -4,6 +4,7 @@ The measured end (real telemetry and counters) is checked on a real emulated run
 tests/test_model_validation.py::test_holdout_on_a_tiny_real_scaling_run."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -174,6 +175,14 @@ def test_the_report_and_the_cli_set_measured_beside_simulated_shares_alike():
     assert analysis.holdout(result).rows[0]["bound"] == text
     assert text in holdout.table(result)
     assert b.brief == "CPU-bound (CPU 95%, wire 60%)"
+    # the noise probe's flag reaches the report's table and the CLI's the same way
+    assert analysis.holdout(result).rows[0]["machine"] is None and "*" not in \
+        holdout.table(result)
+    flagged = holdout.Result(rows=[replace(row, disturbed=True)], bottlenecks=[b],
+                             disturbed_fits=["mxnet resnet50 ps1 (own hosts) x2"])
+    assert analysis.holdout(flagged).rows[0]["machine"] == "disturbed"
+    assert "+5.0%* CPU-bound" in holdout.table(flagged)
+    assert "disturbed: mxnet resnet50 ps1 (own hosts) x2" in analysis.holdout(flagged).note
 
 
 def test_the_busiest_ingress_shapers_waits_per_step_are_read_from_the_hosts_counters():

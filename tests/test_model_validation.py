@@ -722,9 +722,20 @@ def test_the_readmes_tf_cnn_rows_recompute_and_need_the_1_host_runs(tmp_path):
                               for res in (*rep.each, rep.median)]
                 for m in ("googlenet", "resnet50") for x in (4, 8)}
 
-    assert rows(holdout_repeats.validate(dbs)) == {
+    rep = holdout_repeats.validate(dbs)
+    assert rows(rep) == {
         "googlenet x4": [1.3, -18.0, -33.3, -20.9], "googlenet x8": [-3.3, -8.2, -30.5, -10.6],
         "resnet50 x4": [9.0, 7.8, -11.6, 4.7], "resnet50 x8": [2.7, -1.5, -15.5, -5.6]}
+    # the errors of runs the probes flagged carry a *, as the README says: every held-out
+    # run of repeat 3, and the fitted runs so flagged are named under the verdict
+    assert [r.disturbed for r in rep.each[2].rows] == [True] * 4
+    text = holdout_repeats.table(rep)
+    line = next(ln for ln in text.splitlines() if ln.startswith("tensorflow googlenet")
+                and "allreduce x4 " in ln)
+    assert line.split()[-5:] == ["30.1%", "+1.3%", "-18.0%*", "-33.3%*", "-20.9%*"], line
+    assert "* the measured run's probes read the machine disturbed (below 85%" in text
+    assert ("fitted from runs the probes read disturbed (1): tensorflow googlenet b8 32px "
+            "allreduce x1 @ 1gbit, 0.25 CPU/host") in text
     for db in dbs:
         con = sqlite3.connect(db)
         gone = con.execute("DELETE FROM runs WHERE workers = 2 AND "

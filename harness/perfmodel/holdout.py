@@ -53,7 +53,7 @@ import json
 from dataclasses import dataclass, field, replace
 
 from frameworks.plan import layout_note, ps_layout
-from harness import bottleneck
+from harness import bottleneck, noise
 from harness.perfmodel import network, placement, traffic
 from harness.perfmodel.measured import compute_from_baseline
 from harness.perfmodel.predict import Compute, Scenario, ServerCost, predict, ps_clients
@@ -98,6 +98,9 @@ class HeldOut:
     #: the busiest host's CPU (of its quota) and wire (of the step) in the simulated step
     #: (psstep), to set beside what bound the measured one; None where not simulated
     simulated_busy: tuple[float, float] | None = None
+    #: the measured run's probes read the machine disturbed (harness/noise.py): its error
+    #: may be the machine's, not the model's
+    disturbed: bool = False
 
     @property
     def error(self) -> float:
@@ -121,6 +124,9 @@ class Result:
     traffic: list[traffic.Traffic] = field(default_factory=list)
     #: what bound each such run's step, measured (harness/bottleneck.py)
     bottlenecks: list[bottleneck.Bottleneck] = field(default_factory=list)
+    #: the fitted (<= 2-worker) runs of the predicted curves that the probes flagged
+    #: disturbed: a slow small run moves every prediction fitted on it
+    disturbed_fits: list[str] = field(default_factory=list)
 
     def by_strategy(self) -> dict[str, dict[str, float | bool]]:
         out: dict[str, dict[str, float | bool]] = {}
@@ -672,11 +678,31 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
                 + ("" if not sc.overlap else "; overlap modelled (not linear in the fit)"),
                 r["run_id"],
                 (max(p.detail["simulated_cpu_busy"]), max(p.detail["simulated_wire_busy"]))
-                if "simulated_cpu_busy" in p.detail else None))
+                if "simulated_cpu_busy" in p.detail else None,
+                noise.state(r) == "disturbed"))
+    result.disturbed_fits = sorted({
+        _label(r) for curve, _, _ in plans if any(x["workers"] > FIT_MAX_WORKERS for x in curve)
+        for r in curve if r["workers"] <= FIT_MAX_WORKERS and noise.state(r) == "disturbed"})
     if not result.rows:
         raise HoldoutError("no run with more than 2 workers could be predicted: "
                            + "; ".join(result.skipped))
     return result
+
+
+#: after an error: "*" where the measured run was flagged disturbed, else a space
+DISTURBED_MARK = {True: "*", False: " "}
+
+
+def disturbed_notes(marked: bool, fits: list[str]) -> list[str]:
+    """What the probes flagged (harness/noise.py), said beside the verdict it may explain:
+    the verdict stands as measured, the reader sees which numbers the machine moved."""
+    out = [f"* the measured run's probes read the machine disturbed (below "
+           f"{noise.DISTURBED:.0%} of the sweep's usual best): its error may be the "
+           "machine's"] if marked else []
+    if fits:
+        out.append(f"fitted from runs the probes read disturbed ({len(fits)}): "
+                   + "; ".join(fits))
+    return out
 
 
 def table(result: Result) -> str:
@@ -692,7 +718,7 @@ def table(result: Result) -> str:
         ci = (f"[{r.measured_low * 1e3:.0f}, {r.measured_high * 1e3:.0f}] ms"
               if r.measured_low is not None and r.measured_high is not None else "-")
         lines.append((f"{r.label:<58} {r.measured * 1e3:>7.1f}ms {ci:>17} "
-                      f"{r.predicted * 1e3:>7.1f}ms {r.error:>+7.1%}  "
+                      f"{r.predicted * 1e3:>7.1f}ms {r.error:>+7.1%}{DISTURBED_MARK[r.disturbed]} "
                       + bound_text(measured.get(r.run_id), r.simulated_busy)).rstrip())
     lines.append("")
     for s, v in result.by_strategy().items():
@@ -700,6 +726,7 @@ def table(result: Result) -> str:
                      f"{TARGET_MEDIAN:.0%}), worst {v['worst']:.1%} (target <= "
                      f"{TARGET_WORST:.0%}) over {v['n']} held-out run(s): "
                      + ("PASS" if v["pass"] else "FAIL"))
+    lines += disturbed_notes(any(r.disturbed for r in result.rows), result.disturbed_fits)
     lines.append("")
     lines.append(f"fitted only on runs with <= {FIT_MAX_WORKERS} workers (links pooled per "
                  "link family" + ("" if result.pooled else "; used only by curves without a "

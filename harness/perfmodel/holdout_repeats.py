@@ -74,16 +74,16 @@ def table(rep: Repeats) -> str:
              "the repeat with its median t_iter (the lower median for an even count):"]
     lines += [f"  {name} = {p}" for name, p in zip(names, rep.sweep.repeats)]
     lines.append("")
-    errors: dict[tuple[str, str], list[float | None]] = {}
+    errors: dict[tuple[str, str], list[tuple[float, bool] | None]] = {}
     for i, res in enumerate(rep.each):
         if isinstance(res, str):
             continue
         for row in res.rows:
             key = rep.config_of[row.run_id]
-            errors.setdefault(key, [None] * n)[i] = row.error
+            errors.setdefault(key, [None] * n)[i] = (row.error, row.disturbed)
     w = max([58] + [len(r.label) for r in rep.median.rows])
     head = (f"{'configuration (held out)':<{w}} {'spread':>7} "
-            + " ".join(f"{x:>7}" for x in names) + f" {'median':>7}")
+            + "".join(f"{x:>7} " for x in names) + f"{'median':>7}")
     lines += ["held-out error of each repeat fitted on its own small runs, and of the "
               "median sweep (spread: slowest / fastest measured t_iter over the repeats - 1):",
               head]
@@ -92,9 +92,12 @@ def table(rep: Repeats) -> str:
         ts = [t for t in rep.sweep.t_iter.get(key, []) if t is not None]
         spread = f"{max(ts) / min(ts) - 1:>7.1%}" if len(ts) > 1 else f"{'-':>7}"
         errs = errors.get(key, [None] * n)
-        lines.append(f"{row.label:<{w}} {spread} "
-                     + " ".join(f"{e:>+7.1%}" if e is not None else f"{'-':>7}" for e in errs)
-                     + f" {row.error:>+7.1%}")
+        lines.append((f"{row.label:<{w}} {spread} "
+                      + "".join(f"{e[0]:>+7.1%}{holdout.DISTURBED_MARK[e[1]]}"
+                                if e is not None else f"{'-':>7} " for e in errs)
+                      + f"{row.error:>+7.1%}{holdout.DISTURBED_MARK[row.disturbed]}").rstrip())
+    marked = any(e is not None and e[1] for errs in errors.values() for e in errs)
+    lines += holdout.disturbed_notes(marked, [])
     lines.append("")
     med = rep.median.by_strategy()
     alone = [res if isinstance(res, str) else res.by_strategy() for res in rep.each]
