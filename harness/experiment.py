@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import math
 import os
 import re
 import tomllib
@@ -41,6 +42,9 @@ SLURM_KEYS: dict[str, tuple[type, str]] = {
     "queue_wait_s": (float, "how long a job may wait in the queue before it is cancelled")}
 #: Experiment names become file names, Slurm job names and report titles: a safe alphabet.
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+#: The most runs one experiment may expand to (after [[exclude]]): larger sweeps are
+#: almost always a matrix typo, and expanding millions of specs would hang the planner.
+MAX_RUNS = 10_000
 
 
 def check_name(name: object, where: str = "name") -> str:
@@ -140,6 +144,13 @@ def from_dict(data: dict[str, Any], src: str = "<experiment>",
                                   "not part of a run's identity, so its values would collapse "
                                   "into one run); set one value under [defaults]")
         axes[key] = [_check_value(src, "matrix", key, v) for v in values]
+        repeated = next((v for i, v in enumerate(axes[key]) if v in axes[key][:i]), None)
+        if repeated is not None:
+            raise ExperimentError(
+                f"{src}: matrix.{key} lists {repeated!r} more than once; each value gives "
+                "one run, so a repeat would add nothing. List it once; to measure a "
+                "configuration more often raise trials, or run the sweep again into "
+                "another database and judge the repeats together (--db A --db B)")
     for key, value in (overrides or {}).items():
         if key in axes:  # a flag holds over the sweep too: the file's runs narrowed to it
             axes[key] = [value]
@@ -157,11 +168,16 @@ def from_dict(data: dict[str, Any], src: str = "<experiment>",
     runs: list[Planned] = []
     seen: set[str] = set()
     datasets: dict[str, str] = {}
-    for combo in itertools.product(*axes.values()):
+    points: list[dict[str, Any]] = []
+    for combo in itertools.product(*axes.values()):  # the points first: cheap to count
         point = dict(zip(axes, combo))
         if any(all(point.get(k, base.get(k)) == v for k, v in rule.items())
                for rule in excludes):
             continue
+        points.append(point)
+        if len(points) > MAX_RUNS:
+            raise ExperimentError(_too_many(src, axes, excludes))
+    for point in points:
         spec = RunSpec.from_dict({**base, **point})
         if spec.data:
             spec = replace(spec, data=_checked_data(src, spec.data, datasets))
@@ -181,6 +197,19 @@ def from_dict(data: dict[str, Any], src: str = "<experiment>",
         raise ExperimentError(f"{src}: the matrix expands to no runs (check [[exclude]])")
     return Experiment(name, data.get("description", ""), tuple(runs), src,
                       _checked_slurm(src, data.get("slurm", {})))
+
+
+def _too_many(src: str, axes: dict[str, list[Any]], excludes: list) -> str:
+    """Why a sweep this large is refused, with the sizes that made it: each axis
+    multiplies the others, so the fix is usually one axis fewer or a few [[exclude]]s."""
+    sizes = " x ".join(f"{k} {len(v)}" for k, v in axes.items() if len(v) > 1)
+    total = math.prod(len(v) for v in axes.values())
+    after = (f"; more than {MAX_RUNS:,} remain after its {len(excludes)} [[exclude]] "
+             "rule(s)") if excludes else ""
+    return (f"{src}: the matrix expands to {total:,} combinations ({sizes}){after}: a "
+            f"sweep holds at most {MAX_RUNS:,} runs (at a minute each, a week of "
+            "measuring). Split it into several experiment files, narrow an axis, or "
+            "exclude combinations with [[exclude]]")
 
 
 def _checked_slurm(src: str, table: Any) -> dict[str, Any]:

@@ -46,6 +46,22 @@ def test_matrix_expands_excludes_and_keeps_unsupported_as_skipped(tmp_path):
     # a stray [[exclude]] header: "expands to no runs" until 2026-12-04, naming no rule
     ("[matrix]\nframework=['torch']\nmodel=['resnet50']\n[[exclude]]\n[[exclude]]\nmodel='alexnet'",
      "exclude[0] is empty, so it excludes every run"),
+    # a repeated value was dropped without a word until 2026-12-04
+    ("[matrix]\nframework=['torch']\nmodel=['resnet50', 'alexnet', 'resnet50']",
+     "matrix.model lists 'resnet50' more than once"),
+    ("[matrix]\nframework=['torch']\nmodel=['resnet50']\nbatch_size=[8, 16, 8]",
+     "matrix.batch_size lists 8 more than once"),
+    # 101 x 100 combinations: refused before any spec is built (until 2026-12-04 any
+    # size expanded; plan showed 65,536 runs and 655,360 minutes of timeouts)
+    ("[matrix]\nframework=['torch']\nmodel=['resnet50']\nbatch_size=[" +
+     ", ".join(map(str, range(1, 102))) + "]\nnum_classes=[" +
+     ", ".join(map(str, range(2, 102))) + "]",
+     "expands to 10,100 combinations (batch_size 101 x num_classes 100): a sweep holds "
+     "at most 10,000 runs"),
+    ("[matrix]\nframework=['torch']\nmodel=['resnet50']\nbatch_size=[" +
+     ", ".join(map(str, range(1, 103))) + "]\nnum_classes=[" +
+     ", ".join(map(str, range(2, 102))) + "]\n[[exclude]]\nbatch_size=1",
+     "more than 10,000 remain after its 1 [[exclude]] rule(s)"),
 ])
 def test_malformed_files_give_one_line_naming_file_and_key(tmp_path, text, message):
     with pytest.raises(ExperimentError) as info:
