@@ -167,3 +167,53 @@ def test_event_constructors_check_their_kinds_keys_and_parse_checks_them_too():
     # and a line that breaks its kind's keys is not an event the harness would index
     lame = events.PREFIX + json.dumps({"event": "trial", "v": 1, "t": 0.0, "rank": 0})
     assert events.parse(lame) is None
+
+
+def test_the_memory_check_refuses_what_the_kernel_killed_and_keeps_every_run_that_ran():
+    """The cost model's memory estimate against the shipped measurements (all made on one
+    23.5 GiB VM): every run that finished would be allowed there, and TensorFlow's AlexNet
+    at 8 workers, whose worker the kernel's out-of-memory killer took (before 2026-12-04
+    the estimate left out MultiWorkerMirrored's buffers and let it start), is refused."""
+    import sqlite3
+    from pathlib import Path
+
+    from frameworks.contract import estimated_worker_bytes
+
+    host = 23.5 * 2**30
+    measured = Path(__file__).resolve().parent.parent / "experiments" / "measured"
+    ran = killed = 0
+    for db in sorted(measured.glob("*/r*.db")):
+        con = sqlite3.connect(f"{db.as_uri()}?mode=ro&immutable=1", uri=True)
+        for spec_json, status, reason in con.execute("SELECT spec_json, status, reason "
+                                                     "FROM runs"):
+            s = RunSpec.from_json(spec_json)
+            need = estimated_worker_bytes(s) * s.workers
+            if status == "ok":
+                ran += 1
+                assert need <= host, (db.parent.name, s.label or s.model, s.workers, need)
+            elif "out-of-memory" in (reason or ""):
+                killed += 1
+                assert need > host, (db.parent.name, s.model, s.workers, need)
+        con.close()
+    assert ran > 400 and killed == 1, (ran, killed)
+    # a framework that declares nothing for its strategy adds nothing with workers
+    one, two = spec(), spec(strategy="allreduce", devices_per_node=2)
+    assert estimated_worker_bytes(one) == estimated_worker_bytes(two)
+    tf = {"framework": "tensorflow", "strategy": "allreduce", "devices_per_node": 2}
+    assert (estimated_worker_bytes(spec(**tf)) - estimated_worker_bytes(spec(framework="tensorflow"))
+            > 2**30)
+
+
+def test_a_run_over_the_hosts_memory_is_a_skipped_run_of_a_sweep_and_an_error_alone(tmp_path):
+    """Over this host's memory a run cannot start: a sweep keeps it as skipped with the
+    reason (the rest runs) instead of refusing the whole file; a single run refuses."""
+    from frameworks.contract import UnsupportedError
+    from harness.experiment import from_dict
+
+    exp = from_dict({"defaults": {"framework": "torch", "model": "resnet50"},
+                     "matrix": {"batch_size": [8, 65_536]}}, "t.toml")
+    assert [p.skip_reason for p in exp.runs][0] == ""
+    assert "more than this host's" in exp.runs[1].skip_reason, exp.runs[1]
+    assert "PyTorch single worker(s) of resnet50 need about" in exp.runs[1].skip_reason
+    with pytest.raises(UnsupportedError, match="--ignore-memory-check"):
+        validate(spec(batch_size=65_536))
