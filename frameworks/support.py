@@ -50,8 +50,9 @@ class FrameworkSupport:
     #: can be built with Horovod (frameworks/horovod/build.sh knows how)
     horovod: bool = False
     #: strategy -> (bytes, gradient copies): what one worker of a multi-worker run holds
-    #: beyond a 1-worker run for its communication, as measured (peak RSS); the memory
-    #: check adds bytes + copies x the gradient's bytes to the cost model's estimate
+    #: beyond a 1-worker run for its communication, as measured (PSS: what it adds to the
+    #: host's use); the memory check adds bytes + copies x the gradient's bytes to the
+    #: cost model's estimate
     comm_memory: dict[str, tuple[int, float]] = field(default_factory=dict)
     #: where its CPU convolution kernels come from ("oneDNN": ONEDNN_MAX_CPU_ISA picks
     #: them, so `verify` can stand in for another CPU; "XLA": compiled by XLA itself)
