@@ -28,11 +28,18 @@ demo:
 	    --db $(RESULTS)/default.db --csv $(RESULTS)/default.csv --report $(RESULTS)/report.html
 
 # Horovod is compiled only for torch here (its binding is the one the default tier runs:
-# tests/conftest.py DEFAULT_TIER_HOROVOD); test-all compiles it for every framework
+# tests/conftest.py DEFAULT_TIER_HOROVOD); test-all compiles it for every framework.
+# The container tests' images are made in the setup's second build slot, while the torch
+# Horovod compile holds the first (on a fresh machine they would otherwise be built, one
+# after another, by the tests' fixtures); without root, podman or debootstrap those tests
+# skip, and no image is made.
+TEST_IMAGES ?= torch,tensorflow,mxnet
 test:
 	@harness/system-deps.sh; \
 	venv=$$(harness/bootstrap.sh); \
-	$$venv/bin/dnnbench env setup --horovod-for torch --jobs 2 $(FRAMEWORKS); \
+	images=; if [ "$$(id -u)" = 0 ] && command -v podman >/dev/null \
+	    && command -v debootstrap >/dev/null; then images="--images $(TEST_IMAGES)"; fi; \
+	$$venv/bin/dnnbench env setup --horovod-for torch $$images --jobs 2 $(FRAMEWORKS); \
 	$$venv/bin/ruff check .; \
 	$$venv/bin/python -m pytest -q -rs --durations=25 -m "not extended"
 

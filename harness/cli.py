@@ -98,6 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
     hvd.add_argument("--horovod-for", metavar="FW[,FW]", type=_framework_list,
                      help="compile Horovod only into these frameworks' environments; the "
                           "others are built as with --no-horovod (make test: torch)")
+    p_setup.add_argument("--images", metavar="FW[,FW]", type=_framework_list,
+                         help="also make these frameworks' container images (podman or "
+                              "docker, from the local Debian base; loaded from the cache's "
+                              "archive when one is there), each right after its environment "
+                              "in the same build slot, with Horovod exactly when the "
+                              "environment has it (make test: torch,tensorflow,mxnet)")
     p_setup.add_argument("--jobs", "-j", type=number(int, 1, 64), default=1, metavar="N",
                          help="build N environments at once (default 1). A Horovod compile "
                               "starts first and uses every core; the other installs "
@@ -480,7 +486,11 @@ def cmd_env(args: argparse.Namespace) -> int:
         horovod = {fw: not args.no_horovod and (args.horovod_for is None
                                                 or fw in args.horovod_for)
                    for fw in frameworks}
-        envs.setup_many(frameworks, args.variant, horovod, force=args.force, jobs=args.jobs)
+        if args.images:
+            frameworks = list(dict.fromkeys([*frameworks, *args.images]))
+            horovod.update({fw: horovod.get(fw, not args.no_horovod) for fw in args.images})
+        envs.setup_many(frameworks, args.variant, horovod, force=args.force, jobs=args.jobs,
+                        then=_image_step(args.images) if args.images else None)
     elif args.env_command == "list":
         rows = envs.installed()
         if not rows:
@@ -495,6 +505,22 @@ def cmd_env(args: argparse.Namespace) -> int:
     else:
         raise UserError("env needs an action: setup, list or path (see dnnbench env --help)")
     return 0
+
+
+def _image_step(frameworks: list[str]):
+    """What `env setup --images` runs on each environment once it is ready: its image, for
+    the frameworks named. The engine is checked first, before any environment is built."""
+    from harness import images
+
+    try:
+        engine = images.engine("auto")
+    except images.ImageError as exc:
+        raise UserError(f"--images: {exc}") from None
+
+    def step(env) -> None:
+        if env.framework in frameworks:
+            images.build_for(env, engine)
+    return step
 
 
 def cmd_models(args: argparse.Namespace) -> int:

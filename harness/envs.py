@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -191,16 +192,25 @@ def setup(framework: str, variant: str = "cpu", force: bool = False,
 
 
 def setup_many(frameworks: list[str], variant: str, horovod: dict[str, bool],
-               force: bool = False, jobs: int = 1, echo=print) -> list[Env]:
+               force: bool = False, jobs: int = 1, echo=print,
+               then: Callable[[Env], object] | None = None) -> list[Env]:
     """Every environment asked for, `jobs` at a time. A Horovod compile uses every core
     while a plain install mostly waits on unpacking wheels, so the compiles start first and
-    the installs overlap them. Every build runs to its end; the failures are raised
-    together afterwards."""
+    the installs overlap them. `then` (a container image build) runs on each environment
+    in its slot as soon as it is ready: the image of an environment without a compile fills
+    the other slot while a compile runs. Every build runs to its end; the failures are
+    raised together afterwards."""
     from concurrent.futures import ThreadPoolExecutor
+
+    def one(fw: str) -> Env:
+        env = setup(fw, variant, force, echo, horovod[fw])
+        if then is not None:
+            then(env)
+        return env
 
     order = sorted(frameworks, key=lambda fw: not (horovod[fw] and with_horovod(fw)))
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {fw: pool.submit(setup, fw, variant, force, echo, horovod[fw]) for fw in order}
+        futures = {fw: pool.submit(one, fw) for fw in order}
     failed = {fw: f.exception() for fw, f in futures.items() if f.exception() is not None}
     if failed:
         if len(failed) == 1:

@@ -16,13 +16,17 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
+from typing import TextIO
 from urllib.parse import urlparse
 
 from frameworks.contract import SUPPORT
 from frameworks.support import CPU_BASE
 from harness.envs import (
     HOROVOD_FILES,
+    Env,
     EnvError,
     cache_dir,
     requirements_file,
@@ -218,15 +222,20 @@ def base_command(tag: str | None = None) -> list[str]:
     return ["bash", str(BASE_SCRIPT), tag or base_tag()]
 
 
+#: `env setup --images` builds images in parallel threads: one debootstrap at a time
+_BASE_LOCK = threading.Lock()
+
+
 def ensure_base(engine_name: str, log=sys.stderr) -> str:
     """The local Debian base image, made with debootstrap the first time."""
     tag = base_tag()
-    if exists(tag, engine_name):
-        return tag
-    print(f"making base image {tag} (debootstrap, ~1 min) ...", file=log, flush=True)
-    proc = subprocess.run(base_command(tag), env={**engine_env(engine_name),
-                                                  "DNNBENCH_ENGINE": engine_name},
-                          text=True, capture_output=True)
+    with _BASE_LOCK:
+        if exists(tag, engine_name):
+            return tag
+        print(f"making base image {tag} (debootstrap, ~1 min) ...", file=log, flush=True)
+        proc = subprocess.run(base_command(tag), env={**engine_env(engine_name),
+                                                      "DNNBENCH_ENGINE": engine_name},
+                              text=True, capture_output=True)
     if proc.returncode != 0:
         raise ImageError(f"base image failed: {proc.stderr.strip()[-2000:]}")
     return tag
@@ -234,10 +243,11 @@ def ensure_base(engine_name: str, log=sys.stderr) -> str:
 
 def ensure(framework: str, variant: str = "cpu", engine_name: str = "podman",
            base_image: str | None = None, rebuild: bool = False, log=sys.stderr,
-           horovod: bool | None = None) -> str:
+           horovod: bool | None = None, output: TextIO | None = None) -> str:
     """The image for this environment definition: already in the engine's store, loaded
     from the cache's archive, or built (then archived). Returns its tag. `horovod=False`
-    skips compiling Horovod unless an image with it is already there (it serves too)."""
+    skips compiling Horovod unless an image with it is already there (it serves too).
+    `output`: where the build's own output goes (default: this process's stdout)."""
     if horovod is None:
         horovod = with_horovod(framework)
     tag = image_tag(framework, variant, horovod)
@@ -262,8 +272,10 @@ def ensure(framework: str, variant: str = "cpu", engine_name: str = "podman",
                             horovod)
         print(redact(" ".join(cmd)), file=log, flush=True)
         wheel_cache().mkdir(parents=True, exist_ok=True)  # a podman build mounts it
-        if subprocess.run(cmd, cwd=REPO, env=engine_env(engine_name)).returncode != 0:
-            raise ImageError(f"building {tag} failed (output above)")
+        where = "output above" if output is None else f"output in {output.name}"
+        if subprocess.run(cmd, cwd=REPO, env=engine_env(engine_name), stdout=output,
+                          stderr=output).returncode != 0:
+            raise ImageError(f"building {tag} failed ({where})")
     archive.parent.mkdir(parents=True, exist_ok=True)
     tmp = archive.with_suffix(".tmp")
     tmp.unlink(missing_ok=True)
@@ -274,6 +286,27 @@ def ensure(framework: str, variant: str = "cpu", engine_name: str = "podman",
         for old in archive.parent.glob(f"dnnbench-{framework}_{kind}-*.tar"):
             if old != archive and old.stem.rpartition("-")[0] == f"dnnbench-{framework}_{kind}":
                 old.unlink()
+    return tag
+
+
+def build_for(env: Env, engine_name: str, echo=print) -> str:
+    """The image of an environment `env setup --images` just made, from the local base: with
+    Horovod exactly when the environment has it (the image installs the wheel the venv
+    compiled, so it never compiles twice). Runs in a build slot of its own, so the build's
+    output goes to a log file next to the image's archive rather than mixing with the
+    other slot's."""
+    horovod = env.info().get("horovod") is not None
+    tag = image_tag(env.framework, env.variant, horovod)
+    log_path = archive_path(tag).with_suffix(".log")
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    with open(log_path, "w") as out:
+        base = ensure_base(engine_name, log=out)
+        echo(f"the {env.framework} ({env.variant}) image"
+             f"{'' if horovod else ' without Horovod'}: loading or building (log: {log_path}) ...")
+        tag = ensure(env.framework, env.variant, engine_name, base, log=out, horovod=horovod,
+                     output=out)
+    echo(f"{tag} ready in {time.monotonic() - t0:.1f} s")
     return tag
 
 

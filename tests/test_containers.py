@@ -205,8 +205,9 @@ needs_podman = pytest.mark.skipif(
 
 @pytest.fixture(scope="session")
 def torch_image(torch_env):
-    """The CPU torch image, built from a debootstrap base on first use (~6 min), then kept
-    in podman's store and as an archive in the cache (a fresh store loads it in seconds)."""
+    """The CPU torch image from a debootstrap base: `make test` makes it during its env
+    setup (`--images`); otherwise it is built on first use here (~6 min). Kept in podman's
+    store and as an archive in the cache (a fresh store loads it in seconds)."""
     proc = run_cli("image", "build", "torch", "--base-image", "local", timeout=3600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc.stdout.strip().splitlines()[-1]
@@ -233,6 +234,20 @@ def test_the_images_horovod_is_the_wheel_its_venv_compiled(torch_image, torch_en
     assert wheel.parent.parent == wheel_cache() and wheel.is_file(), venv.stdout
     image_wheel = Path(json.loads(image.stdout)["url"].removeprefix("file://"))
     assert image_wheel.parts[-2:] == wheel.parts[-2:], (image_wheel, wheel)
+
+
+@needs_podman
+def test_env_setup_images_makes_the_image_the_tests_use(torch_image, torch_env):
+    """`env setup --images torch` (make test's setup step) gives the image the container
+    tests run, with Horovod as its environment has it, its log next to its archive."""
+    from harness import images
+
+    lines = []
+    assert images.build_for(torch_env, "podman", echo=lines.append) == torch_image
+    log = images.archive_path(torch_image).with_suffix(".log")
+    assert str(log) in lines[0] and "without Horovod" not in lines[0]
+    assert lines[-1].startswith(f"{torch_image} ready in ")
+    assert f"{torch_image} ready (built before)" in log.read_text()
 
 
 def _containers(prefix: str = "dnnbench-") -> list[str]:
@@ -606,8 +621,9 @@ def test_removing_a_jobs_containers_survives_ones_already_gone(torch_image):
 @pytest.fixture(scope="session")
 def ps_images():
     """TensorFlow and MXNet images without Horovod (`image build --no-horovod`, ~2 min each
-    from the torch image's cached system layer): what parameter-server and
-    MultiWorkerMirrored runs need. An image with Horovod, where one is built, serves too."""
+    from the torch image's cached system layer; `make test` makes them during its env setup):
+    what parameter-server and MultiWorkerMirrored runs need. An image with Horovod, where
+    one is built, serves too."""
     tags = {}
     for fw in ("tensorflow", "mxnet"):
         proc = run_cli("image", "build", fw, "--no-horovod", "--base-image", "local",

@@ -75,3 +75,40 @@ def test_env_setup_flags_refuse_bad_input():
     assert proc.returncode == 2 and "unknown framework 'caffe'; known: torch" in proc.stderr
     out = run_cli("env", "setup", "--help").stdout
     assert "--horovod-for" in out and "--jobs" in out
+
+
+def test_env_setup_runs_the_next_step_on_each_env_in_its_slot(cache):
+    """`env setup --images`: the step (an image build) runs on each environment as soon as
+    it is ready, in that environment's build slot; a step that fails fails its framework
+    only, after every other build and step ran to its end."""
+    import threading
+
+    for fw, hvd in (("torch", True), ("tensorflow", False), ("jax", False)):
+        _fake_ready(envs.env_path(fw, "cpu", hvd))
+    seen = []
+
+    def step(env):
+        seen.append((env.framework, threading.current_thread().name))
+        if env.framework == "jax":
+            raise envs.EnvError("jax image failed")
+
+    with pytest.raises(envs.EnvError, match="^jax image failed$"):
+        envs.setup_many(["tensorflow", "torch", "jax"], "cpu",
+                        {"torch": True, "tensorflow": False, "jax": False}, jobs=2,
+                        echo=lambda s: None, then=step)
+    assert sorted(fw for fw, _ in seen) == ["jax", "tensorflow", "torch"]
+    assert all(thread != threading.current_thread().name for _, thread in seen)
+
+
+def test_env_setup_images_needs_an_engine_before_building_anything(tmp_path):
+    from tests.conftest import run_cli
+
+    proc = run_cli("env", "setup", "--images", "torch,caffe")
+    assert proc.returncode == 2 and "unknown framework(s) caffe" in proc.stderr
+    # no podman or docker on PATH: refused before any environment is made
+    proc = run_cli("env", "setup", "--images", "torch", "torch",
+                   env={"PATH": str(tmp_path), "DNNBENCH_CACHE": str(tmp_path / "cache")})
+    assert proc.returncode == 2, proc.stderr
+    assert "--images: neither podman nor docker is installed" in proc.stderr
+    assert not (tmp_path / "cache" / "envs").exists()
+    assert "--images" in run_cli("env", "setup", "--help").stdout
