@@ -633,7 +633,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"{len(paths)} sbatch scripts written to {args.dry_run} (nothing submitted)")
         return 0
     print(f"experiment {exp.name}: {len(exp.runs)} runs "
-          f"({len(exp.runs) - len(exp.runnable)} skipped as unsupported); results -> {args.db}")
+          f"({len(exp.runs) - len(exp.runnable)} skipped as not runnable here: unsupported, or "
+          f"more memory than this host has); results -> {args.db}")
     with Store(args.db) as store:
         summary = sweep.run_experiment(exp, store, retry_failed=args.retry_failed,
                                        remeasure_disturbed=args.remeasure_disturbed,
@@ -1004,7 +1005,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     todo = len(exp.runs) - len(done) - unsupported
     print(f"experiment {exp.name} ({exp.source}): {len(exp.runs)} runs, {todo} to measure, "
           + (f"{len(done)} already stored, " if args.db else "")
-          + f"{unsupported} skipped as unsupported")
+          + f"{unsupported} skipped as not runnable here (each [skip] line says why)")
     if exp.description:
         print(f"  {exp.description}")
     budget = 0.0

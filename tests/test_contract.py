@@ -217,3 +217,11 @@ def test_a_run_over_the_hosts_memory_is_a_skipped_run_of_a_sweep_and_an_error_al
     assert "PyTorch single worker(s) of resnet50 need about" in exp.runs[1].skip_reason
     with pytest.raises(UnsupportedError, match="--ignore-memory-check"):
         validate(spec(batch_size=65_536))
+    from tests.conftest import run_cli
+
+    toml = tmp_path / "t.toml"
+    toml.write_text('name = "t"\n[defaults]\nframework = "torch"\nmodel = "resnet50"\n'
+                    '[matrix]\nbatch_size = [8, 65536]\n')
+    out = run_cli("plan", str(toml)).stdout
+    assert "2 runs, 1 to measure, 1 skipped as not runnable here" in out, out
+    assert "[skip]" in out and "more than this host's" in out
