@@ -1005,7 +1005,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     todo = len(exp.runs) - len(done) - unsupported
     print(f"experiment {exp.name} ({exp.source}): {len(exp.runs)} runs, {todo} to measure, "
           + (f"{len(done)} already stored, " if args.db else "")
-          + f"{unsupported} skipped as not runnable here (each [skip] line says why)")
+          + f"{unsupported} skipped as not runnable here (unsupported, or more memory "
+          "than this host has)")
     if exp.description:
         print(f"  {exp.description}")
     budget = 0.0
