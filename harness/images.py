@@ -300,10 +300,10 @@ def build_for(env: Env, engine_name: str, echo=print) -> str:
     log_path = archive_path(tag).with_suffix(".log")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
+    echo(f"the {env.framework} ({env.variant}) image{'' if horovod else ' without Horovod'}: "
+         f"loading or building (log: {log_path}) ...")
     with open(log_path, "w") as out:
-        base = ensure_base(engine_name, log=out)
-        echo(f"the {env.framework} ({env.variant}) image"
-             f"{'' if horovod else ' without Horovod'}: loading or building (log: {log_path}) ...")
+        base = ensure_base(engine_name, log=out)  # the first image: debootstrap, ~1 min
         tag = ensure(env.framework, env.variant, engine_name, base, log=out, horovod=horovod,
                      output=out)
     echo(f"{tag} ready in {time.monotonic() - t0:.1f} s")
