@@ -215,18 +215,28 @@ ROOT_KEYS = {"DMLC_PS_ROOT_URI", "HOROVOD_GLOO_RENDEZVOUS_ADDR"}
 PORT_KEYS = {"MASTER_PORT", "DMLC_PS_ROOT_PORT", "HOROVOD_GLOO_RENDEZVOUS_PORT"}
 #: ps-lite's scheduler port: picked on the scheduler's node where that is not the first
 ROOT_PORT = "DMLC_PS_ROOT_PORT"
-#: bash: `dnnbench_free_port [N]` prints a TCP port P such that nothing listens on P..P+N-1
-#: here (the batch script runs on the job's first node, where the rendezvous binds), taken
-#: below the kernel's ephemeral range (ip_local_port_range) where it leaves room: a port
-#: the kernel may hand to an outgoing connection can be taken between the pick and the
-#: bind, and a client that retries a port nobody listens on yet can connect to itself
-FREE_PORT = ('dnnbench_free_port() { local n=${1:-1} lo=0 hi span p i; '
+#: bash: `dnnbench_free_port [N [LANE LANES]]` prints a TCP port P such that nothing
+#: listens on P..P+N-1 here (the batch script runs on the job's first node, where the
+#: rendezvous binds), taken below the kernel's ephemeral range (ip_local_port_range) where
+#: it leaves room: a port the kernel may hand to an outgoing connection can be taken
+#: between the pick and the bind, and a client that retries a port nobody listens on yet
+#: can connect to itself. LANE of LANES: nodes picking at the same moment (cluster_ports)
+#: draw from disjoint blocks, so nodes that share one host (a local test cluster) never
+#: pick the same port (CI, 2026-12-04: two nodes picked 26228 and a TF ps task could not
+#: start its gRPC server).
+FREE_PORT = ('dnnbench_free_port() { local n=${1:-1} lane=${2:-0} lanes=${3:-1} lo=0 hi '
+             'span o p i; '
              '{ read -r lo hi < /proc/sys/net/ipv4/ip_local_port_range; } 2>/dev/null; '
              'span=$((lo - 20000 - n)); [ "$span" -ge 1000 ] || span=$((40000 - n)); '
-             'for _ in $(seq 100); do p=$((20000 + RANDOM % span)); '
+             'dnnbench_lane() { local o=$1 w=$((n * lanes)); [ "$lanes" -gt 1 ] || '
+             '{ echo "$o"; return; }; o=$((o / w * w + lane * n)); '
+             '[ $((o + n)) -le "$span" ] || o=$((o - w)); echo "$o"; }; '
+             'for _ in $(seq 100); do o=$((RANDOM % span)); '
+             'p=$((20000 + $(dnnbench_lane "$o"))); '
              'for i in $(seq 0 $((n - 1))); do '
              '(exec 3<>"/dev/tcp/127.0.0.1/$((p + i))") 2>/dev/null && continue 2; done; '
-             'echo "$p"; return; done; echo $((20000 + ${SLURM_JOB_ID:-0} % span)); }')
+             'echo "$p"; return; done; '
+             'echo $((20000 + $(dnnbench_lane $((${SLURM_JOB_ID:-0} % span))))); }')
 #: the parameter-server roles' script, written by the batch script into the job's
 #: directory (shared with the compute nodes, as the output file is) and run by every task
 #: of the services step, each choosing its role by SLURM_PROCID
@@ -351,7 +361,8 @@ def cluster_ports(templates: dict[int, str], nodes: int) -> list[str]:
             node = addr.split(":", 1)[0]
             per_node[node] = per_node.get(node, 0) + 1
     block = max(per_node.values())
-    pick = shlex.quote(f'{FREE_PORT}; echo "$SLURM_NODEID $(dnnbench_free_port {block})"')
+    pick = shlex.quote(f'{FREE_PORT}; echo "$SLURM_NODEID $(dnnbench_free_port {block} '
+                       f'$SLURM_NODEID {nodes})"')
     return [
         "# TensorFlow's cluster: every task's port, from a block picked free on its node",
         FREE_PORT,

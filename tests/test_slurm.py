@@ -67,6 +67,13 @@ def test_sbatch_script_text_and_syntax(tmp_path):
                 "RANDOM % span", f"0 + {first - 20000}") + f"; dnnbench_free_port {n}"],
                 capture_output=True, text=True)
             assert int(probe.stdout) != first  # the only port it tries is busy: fallback
+    # nodes picking at once (TF's cluster ports): disjoint blocks even from one random draw,
+    # so nodes sharing a host never clash (two of a local cluster's nodes once picked 26228)
+    blocks = [int(subprocess.run(["bash", "-c", FREE_PORT + f"; RANDOM=7; dnnbench_free_port "
+                                  f"2 {k} 4"], capture_output=True, text=True).stdout)
+              for k in range(4)]
+    assert len({p + i for p in blocks for i in range(2)}) == 8, blocks
+    assert all(20000 <= p and p + 2 <= low for p in blocks), blocks
     with pytest.raises(SlurmError, match="one program"):
         sbatch_script(specs(1) + specs(1, ("python", "-c", "import mxnet")), 1, "j", "o", 60)
 
