@@ -350,8 +350,9 @@ def own_address(template: str) -> str:
 def cluster_ports(templates: dict[int, str], nodes: int) -> list[str]:
     """Batch-script lines that pick, on every node of the job, a block of ports free there
     (one task per node in one step, SLURM_NODEID saying which), as DNNBENCH_P<k>; a node
-    that did not answer gets a block picked on the first node, and the job's output says
-    so. The block is as long as the most tasks any node runs."""
+    that did not answer gets a block picked on the first node, in its own lane still (the
+    nodes may share one host), and the job's output says so. The block is as long as the
+    most tasks any node runs."""
     import json
 
     cluster = json.loads(next(iter(templates.values())))["cluster"]
@@ -371,7 +372,7 @@ def cluster_ports(templates: dict[int, str], nodes: int) -> list[str]:
         f"--export=ALL bash -c {pick})",
         f"for k in $(seq 0 {nodes - 1}); do v=\"DNNBENCH_P$k\"; "
         '[ -n "${!v-}" ] && continue; '
-        f'export "DNNBENCH_P$k=$(dnnbench_free_port {block})"; '
+        f'export "DNNBENCH_P$k=$(dnnbench_free_port {block} $k {nodes})"; '
         'echo "dnnbench: no port block from node $k; picked on the first node" >&2; done',
         'for k in $(seq 0 ' + str(nodes - 1) + '); do v="DNNBENCH_P$k"; '
         'echo "dnnbench: ports of node $k from ${!v}" >&2; done',

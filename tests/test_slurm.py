@@ -74,6 +74,20 @@ def test_sbatch_script_text_and_syntax(tmp_path):
               for k in range(4)]
     assert len({p + i for p in blocks for i in range(2)}) == 8, blocks
     assert all(20000 <= p and p + 2 <= low for p in blocks), blocks
+    # no node answered (srun gave nothing): the first node picks each node's block, in
+    # that node's lane still
+    from runners.slurm import cluster_ports
+
+    tf = '{"cluster": {"worker": ["@N0@:1", "@N1@:1", "@N2@:1", "@N3@:1"]}}'
+    lines = cluster_ports({0: tf}, 4)
+    fallback = next(ln for ln in lines if "no port block from node" in ln)
+    out = subprocess.run(["bash", "-c", FREE_PORT + "; RANDOM=7; " + fallback
+                          + '; for k in 0 1 2 3; do v="DNNBENCH_P$k"; echo "${!v}"; done'],
+                         capture_output=True, text=True)
+    blocks = [int(x) for x in out.stdout.split()]
+    assert out.stderr.count("no port block from node") == 4, out.stderr
+    assert [(p - 20000) % 4 for p in blocks] == [0, 1, 2, 3], blocks  # node k: lane k
+    assert all(20000 <= p and p + 1 <= low for p in blocks), blocks
     with pytest.raises(SlurmError, match="one program"):
         sbatch_script(specs(1) + specs(1, ("python", "-c", "import mxnet")), 1, "j", "o", 60)
 
