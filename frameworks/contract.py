@@ -341,6 +341,32 @@ def estimated_worker_bytes(spec: RunSpec) -> int:
                + 1.5 * spec.batch_size * net.activation_bytes + comm)
 
 
+#: Service processes of a framework that declares nothing for its strategy: each a whole
+#: framework runtime, and the weights as MXNet's servers hold them (its measured values,
+#: FrameworkSupport.service_memory). TensorFlow's ps tasks and chief are not measured yet.
+UNMEASURED_SERVICE_MEMORY = (RUNTIME_BYTES, 4.0, 1.0)
+
+
+def estimated_service_bytes(spec: RunSpec) -> int:
+    """A rough upper estimate of what a run's service processes hold in all: its `ps`
+    servers and the one process beside them (MXNet's scheduler, TensorFlow's chief); 0
+    for a run without servers. 8 workers of MXNet's AlexNet with 4 servers put 2.9 GiB
+    in the servers, a quarter of the run's memory."""
+    if not spec.ps or spec.strategy not in PS_STRATEGIES:
+        return 0
+    from models.cost import cost  # pure Python, cheap
+
+    weights = 4 * cost(spec.model, spec.image_size, spec.num_classes).params
+    declared = SUPPORT[spec.framework].service_memory if spec.framework in SUPPORT else {}
+    per_process, copies, per_worker = declared.get(spec.strategy, UNMEASURED_SERVICE_MEMORY)
+    return int((spec.ps + 1) * per_process + (copies + per_worker * spec.workers) * weights)
+
+
+def estimated_run_bytes(spec: RunSpec) -> int:
+    """What the whole run needs on this host: its workers and its service processes."""
+    return estimated_worker_bytes(spec) * spec.workers + estimated_service_bytes(spec)
+
+
 def host_memory_bytes() -> int:
     try:
         with open("/proc/meminfo") as fh:
@@ -358,13 +384,14 @@ def _check_host_memory(spec: RunSpec) -> None:
     if os.environ.get(MEMORY_CHECK_OFF) == "1":
         return
     host = host_memory_bytes()
-    need = estimated_worker_bytes(spec) * spec.workers
+    need = estimated_run_bytes(spec)
     if host and need > host:
+        servers = f" and {spec.ps} server(s)" if estimated_service_bytes(spec) else ""
         # a skip, not an error: a sweep records it with this reason and runs the rest
         raise UnsupportedError(
             f"batch_size = {spec.batch_size} at image_size = {spec.image_size}: "
-            f"{spec.workers} {SUPPORT[spec.framework].display} {spec.strategy} worker(s) of "
-            f"{spec.model} need about {need / 2**30:.1f} GiB, more than this host's "
+            f"{spec.workers} {SUPPORT[spec.framework].display} {spec.strategy} worker(s)"
+            f"{servers} of {spec.model} need about {need / 2**30:.1f} GiB, more than this host's "
             f"{host / 2**30:.1f} GiB; use a smaller batch or image, fewer workers, or "
             "--ignore-memory-check if the estimate is wrong for your setup")
 

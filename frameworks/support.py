@@ -54,6 +54,12 @@ class FrameworkSupport:
     #: host's use); the memory check adds bytes + copies x the gradient's bytes to the
     #: cost model's estimate
     comm_memory: dict[str, tuple[int, float]] = field(default_factory=dict)
+    #: strategy -> what the run's service processes (its parameter servers and the
+    #: scheduler or chief beside them) hold in all, as measured (resident): bytes per
+    #: process + copies of the weights over all servers + further copies per worker (the
+    #: pushes a server buffers). A strategy with servers that declares nothing gets
+    #: contract.UNMEASURED_SERVICE_MEMORY, an upper guess
+    service_memory: dict[str, tuple[int, float, float]] = field(default_factory=dict)
     #: where its CPU convolution kernels come from ("oneDNN": ONEDNN_MAX_CPU_ISA picks
     #: them, so `verify` can stand in for another CPU; "XLA": compiled by XLA itself)
     cpu_kernels: str = "oneDNN"

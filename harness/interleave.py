@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from frameworks import events, gate
-from frameworks.contract import FIELDS, RunSpec, estimated_worker_bytes, host_memory_bytes
+from frameworks.contract import FIELDS, RunSpec, estimated_run_bytes, host_memory_bytes
 from harness import jobs
 from harness.noise import Meter, Probe
 from harness.stats import median, median_ci
@@ -95,7 +95,7 @@ def groups(specs: list, key: Callable = lambda p: p.spec) -> list[list]:
         for item in members:
             spec = key(item)
             try:
-                need = estimated_worker_bytes(spec) * spec.workers
+                need = estimated_run_bytes(spec)
             except ValueError:  # a combination that cannot run (kept as a skipped run)
                 need = 0
             if part and (len(part) >= GROUP_MAX or used + need > budget):

@@ -177,7 +177,11 @@ def test_the_memory_check_refuses_what_the_kernel_killed_and_keeps_every_run_tha
     import sqlite3
     from pathlib import Path
 
-    from frameworks.contract import estimated_worker_bytes
+    from frameworks.contract import (
+        estimated_run_bytes,
+        estimated_service_bytes,
+        estimated_worker_bytes,
+    )
 
     host = 23.5 * 2**30
     measured = Path(__file__).resolve().parent.parent / "experiments" / "measured"
@@ -187,7 +191,7 @@ def test_the_memory_check_refuses_what_the_kernel_killed_and_keeps_every_run_tha
         for spec_json, status, reason in con.execute("SELECT spec_json, status, reason "
                                                      "FROM runs"):
             s = RunSpec.from_json(spec_json)
-            need = estimated_worker_bytes(s) * s.workers
+            need = estimated_run_bytes(s)
             if status == "ok":
                 ran += 1
                 assert need <= host, (db.parent.name, s.label or s.model, s.workers, need)
@@ -196,6 +200,26 @@ def test_the_memory_check_refuses_what_the_kernel_killed_and_keeps_every_run_tha
                 assert need > host, (db.parent.name, s.model, s.workers, need)
         con.close()
     assert ran > 400 and killed == 1, (ran, killed)
+    # the servers and the scheduler of every shipped parameter-server run hold less than
+    # the estimate (their largest resident samples, summed), and not less than half of it
+    served = 0
+    for db in sorted(measured.glob("*/r*.db")):
+        con = sqlite3.connect(f"{db.as_uri()}?mode=ro&immutable=1", uri=True)
+        for run_id, spec_json in con.execute("SELECT run_id, spec_json FROM runs WHERE "
+                                             "status = 'ok' AND ps > 0"):
+            s = RunSpec.from_json(spec_json)
+            held = sum(v for tag, v in con.execute(
+                "SELECT tag, max(rss_bytes) FROM telemetry WHERE run_id = ? GROUP BY tag",
+                (run_id,)) if tag.startswith(("server", "scheduler", "ps", "chief")))
+            want = estimated_service_bytes(s)
+            assert 0.5 * want < held <= want, (db.parent.name, s.model, s.ps, s.workers,
+                                               held, want)
+            served += 1
+        con.close()
+    assert served > 250, served
+    big = spec(framework="mxnet", strategy="ps-sync", model="alexnet", image_size=64,
+               nodes=8, ps=4)
+    assert estimated_run_bytes(big) - estimated_worker_bytes(big) * 8 > 2.5 * 2**30
     # a framework that declares nothing for its strategy adds nothing with workers
     one, two = spec(), spec(strategy="allreduce", devices_per_node=2)
     assert estimated_worker_bytes(one) == estimated_worker_bytes(two)
@@ -217,6 +241,9 @@ def test_a_run_over_the_hosts_memory_is_a_skipped_run_of_a_sweep_and_an_error_al
     assert "PyTorch single worker(s) of resnet50 need about" in exp.runs[1].skip_reason
     with pytest.raises(UnsupportedError, match="--ignore-memory-check"):
         validate(spec(batch_size=65_536))
+    with pytest.raises(UnsupportedError, match=r"2 MXNet ps-sync worker\(s\) and 2 server\(s\) "
+                       "of resnet50 need about"):
+        validate(spec(framework="mxnet", strategy="ps-sync", nodes=2, ps=2, batch_size=65_536))
     from tests.conftest import run_cli
 
     toml = tmp_path / "t.toml"

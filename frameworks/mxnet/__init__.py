@@ -12,4 +12,11 @@ SUPPORT = FrameworkSupport(
                               "aggregates through its parameter server (ps-sync) or "
                               "Horovod (strategy 'horovod')"},
     comm_libraries={"mxnet-kvstore": "local"},
+    # ps-lite's servers and scheduler, resident (largest telemetry sample per process,
+    # summed over the run's servers; every shipped run in experiments/measured/, 2026-12):
+    # 111 MiB a scheduler, 120-140 MiB a server holding HEP-CNN's 2 MiB; beyond that
+    # 3.1-4.6 copies of the weights at 1 worker, and up to one more per worker (AlexNet
+    # 4.6 / 5.6 / 11.0 copies at 1 / 2 / 8 workers, ResNet-50 3.9 -> 7.9 at 1 -> 6).
+    # Rounded up, so tests/test_contract.py holds the estimate above every shipped run
+    service_memory={"ps-sync": (128 * 2**20, 4.0, 1.0), "ps-async": (128 * 2**20, 4.0, 1.0)},
     gradient_library={("horovod", "cpu"): "horovod-gloo"})
