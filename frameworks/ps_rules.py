@@ -17,6 +17,13 @@ MXNET_BIGARRAY_BOUND = 1_000_000
 #: ParameterServerStrategy without a partitioner, what the adapter records)
 POLICY = {"mxnet": "mxnet", "tensorflow": "round-robin"}
 
+#: frameworks whose asynchronous parameter servers (strategy ps-async) work as the model's
+#: asynchronous step has them (harness/perfmodel/psstep.py, sync=False): each worker pushes
+#: its gradients and pulls the values on its own, the server updating once per push
+#: (MXNet's dist_async). TensorFlow's ParameterServerStrategy is not one: a chief
+#: dispatches every step to the workers (ClusterCoordinator), and the model has no chief
+ASYNC_PER_PUSH = frozenset({"mxnet"})
+
 
 def mxnet(params: list[tuple[int, str, int]], servers: int,
           bound: int = MXNET_BIGARRAY_BOUND) -> list[tuple[str, int, int]]:

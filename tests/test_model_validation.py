@@ -575,6 +575,10 @@ def shipped_copies(tmp_path, folder: str) -> list:
     ("cori2017-emulated-own-repeats", "ps-sync", [False, False, False], 0.233, 0.561, False, 12, 18),
     # MXNet sync beside async, GoogLeNet (2026-12-03, AMD VM): the sync runs judged
     ("scaling-emulated-ps-async-repeats", "ps-sync", [True, False, True], 0.0395, 0.150, True, 4, 6),
+    # its dist_async runs, modelled since 2026-12-04 (an update per push, psstep
+    # sync=False), judged on these repeats measured before the model: FAIL
+    ("scaling-emulated-ps-async-repeats", "ps-async", [False, False, True], 0.1322, 0.2407,
+     True, 4, 6),
     # Shi's setup, MXNet (2026-12-03, AMD VM): the egress-only rule failed every repeat
     # (10.0 / 14.7%); AlexNet and ResNet-50 x8 stay 12-14% low
     ("shi2017-emulated-mxnet-repeats", "ps-sync", [True, False, True], 0.0607, 0.1375, True, 6, 9),

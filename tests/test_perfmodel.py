@@ -256,6 +256,45 @@ def test_server_cost_fit_recovers_per_step_and_per_client_costs():
     assert fu == 0.0 and fk > 0
 
 
+def test_asynchronous_servers_update_per_push_and_no_worker_waits_for_another():
+    """Asynchronous servers (MXNet's dist_async, psstep sync=False): with one worker the
+    step is the synchronous one (one push, one update, one reply); with several, where
+    the servers' update dominates, it is longer than the synchronous step (n updates a
+    step where a synchronous server makes one), and by about the servers' extra work on
+    the busiest host's quota when the wire is free; with free servers and a free wire it
+    is the compute alone, as synchronous; server_time counts an update per client. The
+    asynchronous fit is one coefficient per push, from any client count."""
+    from dataclasses import replace
+
+    from harness.perfmodel import holdout
+    from harness.perfmodel.predict import ServerCost, server_time
+
+    c, free = Compute(0.05, 0.1), network.Link("free", 0.0, 0.0)
+    sync = Scenario("resnet50", 8, nodes=4, strategy="ps", ps=1, overlap=False,
+                    image_size=32, num_classes=10, ps_placement="mxnet", ps_colocated=True,
+                    cpus_per_host=0.25, intra=free, inter=free,
+                    server_cost=ServerCost(2e-9, 0.1e-9))
+    asyn = replace(sync, ps_async=True)
+    for one in (replace(sync, nodes=1), replace(asyn, nodes=1)):
+        assert predict(one, c).t_iter == pytest.approx(predict(replace(sync, nodes=1), c).t_iter)
+    p_sync, p_async = predict(sync, c), predict(asyn, c)
+    held = cost("resnet50", 32, 10).gradient_bytes
+    extra = 3 * held * 2e-9 / 0.25  # three more updates of every byte on host 0's quota
+    assert p_async.t_iter > p_sync.t_iter + 0.5 * extra, (p_async.t_iter, p_sync.t_iter)
+    assert p_async.t_iter <= p_sync.t_iter + extra * (1 + 1e-6)
+    assert "replies to its worker alone" in " ".join(p_async.assumptions)
+    idle = ServerCost(0.0, 0.0)
+    assert predict(replace(asyn, server_cost=idle), c).t_iter == pytest.approx(c.total)
+    t_sync, t_async = server_time(sync, cost("resnet50", 32, 10))[0], \
+        server_time(asyn, cost("resnet50", 32, 10))[0]
+    assert t_async == pytest.approx(4 * held * 2.1e-9 / 0.25)
+    assert t_sync == pytest.approx(held * (2e-9 + 4 * 0.1e-9) / 0.25)
+    # the fit: core-s = B n c, from one client count or several
+    pts = [(b, n, b * n * 2.5e-9) for b, n in ((94e6, 1), (47e6, 2))]
+    assert holdout._fit_servers(pts, per_push=True) == pytest.approx((0.0, 2.5e-9))
+    assert holdout._fit_servers(pts[1:], per_push=True) == pytest.approx((0.0, 2.5e-9))
+
+
 def test_sweep_fills_nodes_first():
     preds = sweep_workers(Scenario("resnet50", 32, devices_per_node=4), Compute(0.05, 0.1),
                           [1, 2, 4, 8, 16])

@@ -39,6 +39,10 @@ more workers is predicted from those inputs alone:
   and the wire", with the link fitted on what the small runs showed beyond their
   servers, failed on shi2017-emulated (median 21.2%, worst 36.1%; 2026-12-02), and the
   additive form before that fitted a 2-host run's link at 2.2 GB/s, 18x its wire;
+* asynchronous parameter servers (MXNet's dist_async, validate.asynchronous) are
+  simulated the same way with an update per push (psstep, sync=False), their servers'
+  cost fitted apart from the synchronous servers' and all of it per push (core-s =
+  bytes x clients x c), on their own <= 2-worker runs;
 * everything else (ring steps, PS placement, message counts) is the model's structure.
 
 A curve is the runs that differ only in their worker count. Communication is modelled
@@ -52,12 +56,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 
+from frameworks.contract import PS_STRATEGIES
 from frameworks.plan import layout_note, ps_layout
 from harness import bottleneck, noise
 from harness.perfmodel import network, placement, traffic
 from harness.perfmodel.measured import compute_from_baseline
 from harness.perfmodel.predict import Compute, Scenario, ServerCost, predict, ps_clients
-from harness.perfmodel.validate import LIBRARY, STRATEGY_MAP, scenario
+from harness.perfmodel.validate import LIBRARY, STRATEGY_MAP, asynchronous, scenario
 from harness.scaling import baseline
 from harness.stats import median
 from harness.store import SYNTHETIC, Store
@@ -211,10 +216,15 @@ def _server_points(r: dict) -> list[tuple[float, int, float]]:
     return [(b, ps_clients(sc), c) for b, c in zip(held, used)]
 
 
-def _fit_servers(points: list[tuple[float, int, float]]) -> tuple[float, float] | None:
+def _fit_servers(points: list[tuple[float, int, float]], per_push: bool = False
+                 ) -> tuple[float, float] | None:
     """(per_byte, per_client_byte) by least squares on core-s = B (u + n c), both >= 0;
-    None when the points cannot separate them (a single client count)."""
+    None when the points cannot separate them (a single client count). `per_push`
+    (asynchronous servers, which update once per push): core-s = B n c, all of it per
+    client, one coefficient that any client count fits."""
     xs = [(b, b * n, y) for b, n, y in points]
+    if per_push:
+        return 0.0, sum(bn * y for _, bn, y in xs) / sum(bn * bn for _, bn, _ in xs)
     fit = _least_squares(xs) if len({n for _, n, _ in points}) >= 2 else None
     if fit is None:
         return None
@@ -249,7 +259,7 @@ def _worker_compute(compute: Compute, base: dict) -> Compute:
     """The baseline's compute without its own server's CPU time, where that server shared
     the worker's quota (the model adds every host's server time back itself)."""
     q = base.get("cpus_per_host") or 0.0
-    used = _server_cpu(base) if base["strategy"] == "ps-sync" else []
+    used = _server_cpu(base) if base["strategy"] in PS_STRATEGIES else []
     if not q or not used or not compute.total:
         return compute
     f = max(compute.total - used[0] / q, 0.0) / compute.total
@@ -347,8 +357,9 @@ def _family(r: dict) -> tuple:
 def _servers_of(r: dict) -> tuple:
     """Runs whose parameter servers cost the same core-seconds per byte: the same library
     on the same link, whatever the hosts' CPU quota (a quota changes how long the work
-    takes, which the model derives from it, not the work)."""
-    return _family(r)[:2]
+    takes, which the model derives from it, not the work), synchronous or not (an
+    asynchronous server updates once per push: its cost is fitted apart)."""
+    return _family(r)[:2] + (asynchronous(r),)
 
 
 @dataclass(frozen=True)
@@ -519,10 +530,10 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
         where += " AND experiment = ?"
         params = (experiment,)
     runs = [r for r in store.runs(where, params) if r["strategy"] in STRATEGY_MAP
-            or r["workers"] == 1]
+            or asynchronous(r) or r["workers"] == 1]
     curves: dict[tuple, list[dict]] = {}
     for r in runs:
-        if r["strategy"] in STRATEGY_MAP:
+        if r["strategy"] in STRATEGY_MAP or asynchronous(r):
             curves.setdefault(_key(r), []).append(r)
     result = Result(pooled=pooled)
     result.traffic = [t for t in map(traffic.check, runs) if t is not None]
@@ -541,15 +552,16 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
     server_pts: dict[tuple, list[tuple[float, int, float]]] = {}
     server_runs: dict[tuple, list[str]] = {}
     for r in runs:
-        if r["strategy"] == "ps-sync" and r["workers"] <= FIT_MAX_WORKERS \
+        if (r["strategy"] == "ps-sync" or asynchronous(r)) and r["workers"] <= FIT_MAX_WORKERS \
                 and r.get("cpus_per_host"):
             pts = _server_points(r)
             if pts:
                 server_pts.setdefault(_servers_of(r), []).extend(pts)
                 server_runs.setdefault(_servers_of(r), []).append(r["run_id"])
     for fam, pts in server_pts.items():
-        fitted = _fit_servers(pts)
-        name = f"{fam[0]} @ {fam[1]}"
+        fitted = _fit_servers(pts, per_push=fam[2])
+        name = f"{fam[0]} @ {fam[1]}" + (" (asynchronous: an update per push)" if fam[2]
+                                         else "")
         if fitted is None:
             result.servers[name] = ("not fitted: the servers' telemetry covers one client "
                                     "count only")
@@ -582,7 +594,7 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
             # the step is simulated (predict.simulated): the wire is the link's shaped
             # rate, so there is no link to fit
             simulated_fams.add(_family(sample))
-            own_hosts = base["strategy"] == "ps-sync" and ps_layout(base) == "own"
+            own_hosts = base["strategy"] in PS_STRATEGIES and ps_layout(base) == "own"
             server = costs[_servers_of(sample)]
             fitted = (_own_hosts_compute(compute, base, server) if own_hosts
                       else _worker_compute(compute, base))
@@ -590,6 +602,11 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
                      and _key(r, _POOLED) == _key(sample, _POOLED)]
             plans.append((curve, base,
                           _pooled_compute(compute, base, fitted, small, server, memo)))
+            continue
+        if asynchronous(sample):
+            result.skipped.append(f"{_label(sample)}: asynchronous servers are modelled by "
+                                  "simulating the step, which needs the servers' CPU "
+                                  "telemetry of its <= 2-worker runs on emulated hosts")
             continue
         small = [r for r in curve if 1 < r["workers"] <= FIT_MAX_WORKERS]
         pts = [_point(r, compute) for r in small]

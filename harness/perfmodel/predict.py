@@ -99,6 +99,9 @@ class Scenario:
     #: "shared", on emulated hosts and under Slurm); False: on hosts of their own
     #: (ps_hosts = "own", the Cori study)
     ps_colocated: bool = False
+    #: asynchronous servers (MXNet's dist_async): an update for every push, each worker
+    #: pulling its own reply without waiting for the others (psstep's `sync=False`)
+    ps_async: bool = False
     #: each host's CPU quota in cores (emulated hosts; 0: none)
     cpus_per_host: float = 0.0
     #: the servers' own CPU time; with `ps_colocated` and a quota it adds to the step of
@@ -251,7 +254,10 @@ def server_time(s: Scenario, net: NetworkCost) -> tuple[float, list[str]]:
     plc = placement.place([(t.key, t.nbytes) for t in net.tensors], s.ps, s.ps_placement,
                           s.model)
     clients = ps_clients(s)
-    t = c.core_seconds(max(plc.bytes_per_server), clients) / s.cpus_per_host
+    busiest = max(plc.bytes_per_server)
+    # asynchronous: every client's push is an update of its own
+    t = (clients * c.core_seconds(busiest, 1) if s.ps_async
+         else c.core_seconds(busiest, clients)) / s.cpus_per_host
     return t, [f"the busiest server's own CPU time, {t * 1e3:.0f} ms per step, shares its "
                f"host's {s.cpus_per_host:g} CPU with a worker ({clients} client(s); "
                f"{c.source})"]
@@ -339,7 +345,7 @@ def _simulate(s: Scenario, net: NetworkCost, inter: network.Link, compute: Compu
     res = psstep.simulate(net, plc.assignment, s.nodes, s.devices_per_node, s.cpus_per_host,
                           rate, (compute.total - compute.t_b) * share, compute.t_b * share,
                           s.server_cost.per_byte, s.server_cost.per_client_byte,
-                          own_hosts=not s.ps_colocated)
+                          own_hosts=not s.ps_colocated, sync=not s.ps_async)
     where = ("its busy workers and servers" if s.ps_colocated else
              "its busy processes (workers' hosts, then a host per server)")
     notes = [f"the step simulated tensor by tensor (harness/perfmodel/psstep.py): each "
@@ -347,8 +353,12 @@ def _simulate(s: Scenario, net: NetworkCost, inter: network.Link, compute: Compu
              "host's egress and ingress at "
              + (f"{rate * 8 / 1e9:.3g} Gbit/s" if rate < math.inf else "no cost")
              + " shared max-min fairly by the transfers crossing them; pushes "
-             "leave as backward produces each gradient, a server sums each push and updates "
-             "once all are in, the next forward waits for every reply"
+             "leave as backward produces each gradient, "
+             + ("a server updates once per push and replies to its worker alone, each "
+                "worker's next forward waits for its own replies; the step is the slowest "
+                "worker's" if s.ps_async else
+                "a server sums each push and updates once all are in, the next forward "
+                "waits for every reply")
              + (f"; the link's alpha ({inter.alpha * 1e6:.0f} us) is not simulated"
                 if inter.alpha else "")]
     return res.t_iter, {"simulated_cpu_busy": res.cpu_busy,

@@ -22,6 +22,18 @@ resource shared the way the kernel shares it:
   worker's push of a piece is in, `per_byte` on the update, then replies to every worker;
 * a worker starts its next forward once every piece has come back.
 
+Asynchronous servers (`sync=False`, MXNet's dist_async): a server applies an update for
+every push as it arrives (`per_client_byte` + `per_byte` each time, n updates a step where
+a synchronous server sums n pushes and updates once) and replies to that worker alone, so
+no worker waits for another's push; measured, such a server spent 1.4-2.2x the CPU of its
+synchronous twin (README, "Asynchronous parameter servers"). All workers start
+together and each plays the same steps, then stops; the step is the slowest worker's
+last. That end is a convention: the measured runs have no barrier between trials, and a
+worker that finishes early leaves the server to the others. Letting the fast workers go
+on until the slowest is measured instead raises every held-out prediction of the shipped
+dist_async runs (their errors by 13 to 44 points; README, "Asynchronous parameter
+servers, held out").
+
 Event by event, exactly (rates are constant between events), for a few steps from a
 cold start; the step time is the last interval between worker 0's forward passes.
 
@@ -111,13 +123,14 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
              per_node: int, quota: float, bytes_per_s: float, forward_cs: float,
              backward_cs: float, per_byte: float, per_client_byte: float,
              steps: int = STEPS, own_hosts: bool = False,
-             ingress: bool = True) -> StepResult:
+             ingress: bool = True, sync: bool = True) -> StepResult:
     """One steady synchronous step of `nodes` hosts of `per_node` workers with the servers
     of `assignment` ((tensor key, bytes, server) pieces; server i on host i mod nodes, or
     with `own_hosts` on host nodes + i, a host of its own with the same quota).
     `forward_cs` and `backward_cs`: a worker's core-seconds per step; `bytes_per_s`: each
     host's egress and ingress (math.inf: free); `ingress` False shares the egress alone
-    (the rule before 2026-12-03, kept to show the difference)."""
+    (the rule before 2026-12-03, kept to show the difference). `sync` False: asynchronous
+    servers (the module's docstring); the step is then the slowest worker's last one."""
     workers = nodes * per_node
     servers = 1 + max(s for _, _, s in assignment)
     pieces: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
@@ -172,18 +185,21 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
     def push(w: int, piece: tuple[int, int, int]) -> None:
         i, nbytes, s = piece
         send(whost[w], shost[s], nbytes, lambda: cpu[workers + s].append(
-            _Task(per_client_byte * nbytes, lambda: summed(piece))))
+            _Task(per_client_byte * nbytes, lambda: summed(piece, w))))
 
-    def summed(piece: tuple[int, int, int]) -> None:
+    def summed(piece: tuple[int, int, int], w: int) -> None:
         i, nbytes, s = piece
+        if not sync:  # an update of its own for this push, replied to its worker alone
+            cpu[workers + s].append(_Task(per_byte * nbytes, lambda: reply(piece, (w,))))
+            return
         arrived[i] += 1
         if arrived[i] == workers:
             arrived[i] = 0
             cpu[workers + s].append(_Task(per_byte * nbytes, lambda: reply(piece)))
 
-    def reply(piece: tuple[int, int, int]) -> None:
+    def reply(piece: tuple[int, int, int], to: tuple[int, ...] = ()) -> None:
         _, nbytes, s = piece
-        for w in range(workers):
+        for w in to or range(workers):
             send(shost[s], whost[w], nbytes, lambda w=w: pulled_one(w))
 
     def pulled_one(w: int) -> None:
@@ -193,7 +209,9 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
 
     for w in range(workers):
         begin(w)
-    while len(starts[0]) <= steps:
+    # synchronous: worker 0 stands for all (a barrier every step); asynchronous: until
+    # every worker has begun its last step
+    while (len(starts[0]) if sync else min(map(len, starts))) <= steps:
         # rates, constant until the next completion
         running: dict[int, int] = defaultdict(int)
         for p, queue in enumerate(cpu):
@@ -237,6 +255,8 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
         finished.extend(done for _, done in sorted(landed, key=lambda x: x[0]))
         for done in finished:
             done()
-    step = starts[0][steps] - starts[0][steps - 1]
-    return StepResult(step, tuple(b / step for b in busy_cpu),
-                      tuple(b / step for b in busy_wire))
+    step = starts[0][steps] - starts[0][steps - 1] if sync else \
+        max(t[steps] - t[steps - 1] for t in starts)
+    span = now - mark  # since worker 0 began its last step (the step itself, if sync)
+    return StepResult(step, tuple(b / span for b in busy_cpu),
+                      tuple(b / span for b in busy_wire))

@@ -31,6 +31,12 @@ from harness.store import SYNTHETIC, Store
 
 #: RunSpec strategy -> performance-model strategy.
 STRATEGY_MAP = {"allreduce": "allreduce", "horovod": "horovod", "ps-sync": "ps"}
+
+
+def asynchronous(r: dict) -> bool:
+    """A stored run of asynchronous parameter servers the model covers (held out only:
+    frameworks/ps_rules.ASYNC_PER_PUSH says whose, harness/perfmodel/psstep.py how)."""
+    return r["strategy"] == "ps-async" and r["framework"] in ps_rules.ASYNC_PER_PUSH
 #: (framework, strategy, device) -> the commbench library carrying its gradients (each
 #: framework declares its own, SUPPORT.gradient_library).
 LIBRARY = {(fw, strategy, device): lib for fw, sup in SUPPORT.items()
@@ -182,7 +188,8 @@ def scenario(r: dict, intra: network.Link, inter: network.Link) -> Scenario:
     spec = json.loads(r["spec_json"])
     return Scenario(r["model"], r["batch_size"], nodes=spec.get("nodes", 1),
                     devices_per_node=spec.get("devices_per_node", 1),
-                    strategy=STRATEGY_MAP[r["strategy"]], intra=intra, inter=inter,
+                    strategy="ps" if asynchronous(r) else STRATEGY_MAP[r["strategy"]],
+                    ps_async=asynchronous(r), intra=intra, inter=inter,
                     ps=spec.get("ps") or 1, image_size=r["image_size"],
                     num_classes=spec.get("num_classes", 1000), overlap=not saturated(r),
                     ps_placement=ps_rules.POLICY.get(r["framework"], "greedy"),
