@@ -117,7 +117,8 @@ def describe(spec) -> str:
     return (f"{spec.framework} {spec.model} b{spec.batch_size} {spec.image_size}px "
             f"{spec.mode} {spec.strategy} x{spec.workers}"
             + (f" ps{spec.ps}" if spec.ps else "")
-            + (f" on {spec.hosts} hosts @ {spec.link}" if spec.link else "")
+            + (f" on {spec.hosts} host{'s' if spec.hosts != 1 else ''} @ {spec.link}"
+               if spec.link else "")
             + (f" real data ({spec.data})" if spec.data else "")
             + (f" via {spec.launcher}" if spec.launcher not in ("auto", "local") else "")
             + (" in containers" if spec.env == "container" else "") + extra
