@@ -832,6 +832,43 @@ def test_the_readmes_shi_tensorflow_sweep_recomputes(tmp_path):
     assert len(checked) == 8 and all(t.ok for t in checked), checked
 
 
+def test_the_readmes_second_shi_tensorflow_sweep_recomputes(tmp_path):
+    """The README's second sweep of TensorFlow's share of shi2017-emulated (Intel VM,
+    2026-12-04, predictions written first): held out with the same rule, PASS; AlexNet's
+    x8 run kept as skipped by the memory check; each 2-host twin within 20% of its 1-host
+    run's cost plus the wire's time; the measured claims PASS; every run across hosts
+    carries the modelled bytes."""
+    from harness.perfmodel import holdout, papers, traffic
+    from models.cost import cost
+
+    db = shipped_copies(tmp_path, "shi2017-emulated-tensorflow-repeats")[1]
+    with Store(str(db)) as store:
+        res = holdout.validate(store)
+        runs = store.runs("WHERE status = 'ok'")
+        skipped = store.runs("WHERE status = 'skipped'")
+    errors = {r.label.split(" allreduce ")[0].removeprefix("tensorflow ").split(" b8")[0]
+              + " x" + r.label.split(" allreduce x")[1].split(" ")[0]: round(100 * r.error, 1)
+              for r in res.rows}
+    assert errors == {"alexnet x4": 15.3, "googlenet x4": -1.8, "googlenet x8": -12.1,
+                      "resnet50 x4": 3.2, "resnet50 x8": 4.2}, errors
+    v = res.by_strategy()["allreduce"]
+    assert v["pass"] and v["n"] == 5, v
+    assert (round(100 * v["median"], 1), round(100 * v["worst"], 1)) == (4.2, 15.3), v
+    assert [(r["model"], r["workers"]) for r in skipped] == [("alexnet", 8)]
+    assert "more than this host's" in skipped[0]["reason"], skipped[0]["reason"]
+    by = {(r["model"], r["workers"], r["cpus_per_host"]): r["t_iter_s"] for r in runs}
+    twins = {}
+    for m in ("alexnet", "googlenet", "resnet50"):
+        x1, one, twin = by[m, 1, 0.25], by[m, 2, 0.5], by[m, 2, 0.25]
+        wire = cost(m, 64, 10).gradient_bytes / 125e6
+        twins[m] = round(100 * ((twin - x1) / (one - x1 + wire) - 1), 1)
+    assert twins == {"alexnet": 5.9, "googlenet": -7.3, "resnet50": -1.6}, twins
+    claims = papers.measured_claims(runs)
+    assert claims and all(c.passed for c in claims), claims
+    checked = [t for t in map(traffic.check, runs) if t is not None]
+    assert len(checked) == 8 and all(t.ok for t in checked), checked
+
+
 def test_the_readmes_shi_ddp_claims_recompute(tmp_path):
     """The README's verdicts on Shi's measured claims in the three DDP repeats: efficiency
     falls with workers on every curve of every repeat, and "more gradient bytes per FLOP
