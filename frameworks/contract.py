@@ -343,7 +343,7 @@ def estimated_worker_bytes(spec: RunSpec) -> int:
 
 #: Service processes of a framework that declares nothing for its strategy: each a whole
 #: framework runtime, and the weights as MXNet's servers hold them (its measured values,
-#: FrameworkSupport.service_memory). TensorFlow's ps tasks and chief are not measured yet.
+#: FrameworkSupport.service_memory). A guess: TensorFlow's ps tasks, measured, hold more.
 UNMEASURED_SERVICE_MEMORY = (RUNTIME_BYTES, 4.0, 1.0)
 
 

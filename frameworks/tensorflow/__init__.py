@@ -21,4 +21,11 @@ SUPPORT = FrameworkSupport(
     # GoogLeNet 0.4 (experiments/measured/, 2026-12). 8 AlexNet workers at 64 px were
     # killed by the kernel on a 23.5 GiB host; 8 ResNet-50 workers (20.6 GiB) ran. These
     # values refuse the first there and keep the second (tests/test_contract.py)
-    comm_memory={"allreduce": (512 * 2**20, 12.0)})
+    comm_memory={"allreduce": (512 * 2**20, 12.0)},
+    # ParameterServerStrategy's chief and ps tasks, resident (largest telemetry sample):
+    # ResNet-50 at 32 px (90 MiB of weights), 2 workers + 1 ps: chief 611 MiB, ps 1384;
+    # 4 workers + 2 ps: chief 613, ps 1493 and 1202 (2026-12-04, Intel VM, `dnnbench run
+    # --framework tensorflow --strategy ps-async --model resnet50 --image-size 32 --batch 8
+    # --classes 10 --nodes 2 --ps 1`, and `--nodes 4 --ps 2`). A ps task is mostly its
+    # runtime: 1.5 GiB per process covers them, the chief counted as one
+    service_memory={"ps-async": (1536 * 2**20, 4.0, 1.0)})
