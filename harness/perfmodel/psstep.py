@@ -27,8 +27,8 @@ every push as it arrives (`per_client_byte` + `per_byte` each time, n updates a 
 a synchronous server sums n pushes and updates once) and replies to that worker alone, so
 no worker waits for another's push; measured, such a server spent 1.4-2.2x the CPU of its
 synchronous twin (README, "Asynchronous parameter servers"). All workers start
-together and each plays the same steps, then stops; the step is the slowest worker's
-last. That end is a convention: the measured runs have no barrier between trials, and a
+together and each plays the same number of steps, then stops; the step is the slowest
+worker's last. That end is a convention: the measured runs have no barrier between trials, and a
 worker that finishes early leaves the server to the others. Letting the fast workers go
 on until the slowest is measured instead raises every held-out prediction of the shipped
 dist_async runs (their errors by 13 to 44 points; README, "Asynchronous parameter
