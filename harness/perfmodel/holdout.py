@@ -519,6 +519,21 @@ def _name_link(result: Result, fam: tuple, alpha: float, beta: float, how: str) 
         + _faster_than_the_wire(link_name, beta))
 
 
+def _unmodelled(r: dict) -> str:
+    """Why a larger run is not predicted: its strategy has no step in the model."""
+    if r["strategy"] == "ps-async":
+        return ("not modelled: the model's asynchronous servers are those that update once "
+                "per push, each worker pulling on its own (frameworks/ps_rules."
+                "ASYNC_PER_PUSH: MXNet's); TensorFlow's ParameterServerStrategy has a chief "
+                "dispatching every step")
+    return f"not modelled: the model has no step for strategy {r['strategy']!r}"
+
+
+def _modelled(r: dict) -> bool:
+    """A run of a strategy the held-out model has a step for."""
+    return r["strategy"] in STRATEGY_MAP or asynchronous(r)
+
+
 def validate(store: Store, experiment: str | None = None, pooled: bool = False) -> Result:
     """Fit on runs with <= FIT_MAX_WORKERS workers, predict the larger ones (the link
     per curve, or per link family with `pooled`)."""
@@ -529,17 +544,24 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
     if experiment:
         where += " AND experiment = ?"
         params = (experiment,)
-    runs = [r for r in store.runs(where, params) if r["strategy"] in STRATEGY_MAP
-            or asynchronous(r) or r["workers"] == 1]
+    stored = store.runs(where, params)
+    runs = [r for r in stored if _modelled(r) or r["workers"] == 1]
+    # larger runs of a strategy the model has no step for, named rather than dropped
+    unmodelled = sorted({f"{_label(r)}: {_unmodelled(r)}" for r in stored
+                         if r["workers"] > FIT_MAX_WORKERS and not _modelled(r)})
     curves: dict[tuple, list[dict]] = {}
     for r in runs:
-        if r["strategy"] in STRATEGY_MAP or asynchronous(r):
+        if _modelled(r):
             curves.setdefault(_key(r), []).append(r)
-    result = Result(pooled=pooled)
+    result = Result(pooled=pooled, skipped=list(unmodelled))
     result.traffic = [t for t in map(traffic.check, runs) if t is not None]
     result.bottlenecks = [b for b in map(bottleneck.check, runs) if b is not None]
     scales = sorted({r["workers"] for r in runs})
     big = [c for c in curves.values() if any(r["workers"] > FIT_MAX_WORKERS for r in c)]
+    if not big and unmodelled:
+        raise HoldoutError(
+            f"no run with more than {FIT_MAX_WORKERS} workers in {store.path} is of a "
+            "strategy the model predicts: " + "; ".join(unmodelled))
     if not big or not any(r["workers"] <= FIT_MAX_WORKERS for r in runs):
         raise HoldoutError(
             f"held-out validation needs runs at both scales: <= {FIT_MAX_WORKERS} workers "
