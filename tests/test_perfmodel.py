@@ -1,5 +1,6 @@
 """Performance model: closed-form checks, hand-computable toys, and the paper figures."""
 
+import functools
 import math
 
 import pytest
@@ -293,6 +294,39 @@ def test_asynchronous_servers_update_per_push_and_no_worker_waits_for_another():
     pts = [(b, n, b * n * 2.5e-9) for b, n in ((94e6, 1), (47e6, 2))]
     assert holdout._fit_servers(pts, per_push=True) == pytest.approx((0.0, 2.5e-9))
     assert holdout._fit_servers(pts[1:], per_push=True) == pytest.approx((0.0, 2.5e-9))
+
+
+def test_asynchronous_workers_keep_one_pace_as_measured():
+    """Measured, every rank of a multi-host dist_async run keeps one pace (the shipped
+    repeats, test_model_validation); left to their own pace the simulated workers do not:
+    worker 0, beside the one server, sends nothing over the wire and runs ahead. With the
+    lead bounded (psstep.ASYNC_LEAD) every worker keeps one pace, the same for any bound,
+    and the step is longer than the unbounded slowest worker's least step."""
+    from harness.perfmodel import psstep
+
+    net = cost("googlenet", 32, 10)
+    plc = placement.place([(t.key, t.nbytes) for t in net.tensors], 1, "mxnet", "googlenet")
+    run = functools.partial(psstep.simulate, net, plc.assignment, 4, 1, 0.25, 125e6, 0.019,
+                            0.038, 0.0, 2.7e-9, steps=10, sync=False)
+    free = run(lead=None)
+    assert _worker_0_ahead(free.paces) > 1.3, free.paces
+    one, two, three = run(lead=1), run(lead=2), run(lead=3)
+    # a bounded lead: no worker gains more than the bound over the 9 steps after the first
+    for lead, res in enumerate((one, two, three), 1):
+        assert max(res.paces) / min(res.paces) < 1 + lead / 9, (lead, res.paces)
+        # the steady step is the same for any bound, and longer than the free one's
+        assert res.t_iter == pytest.approx(one.t_iter, rel=1e-3), (lead, res.t_iter)
+    assert one.t_iter > 1.2 * free.t_iter
+    # the steps played by predict (psstep.STEPS, from a cold start) come within 2.5% of it
+    assert psstep.ASYNC_LEAD == 1
+    assert run(lead=psstep.ASYNC_LEAD, steps=psstep.STEPS).t_iter == pytest.approx(
+        one.t_iter, rel=0.025)
+
+
+def _worker_0_ahead(paces: tuple[float, ...]) -> float:
+    """How many times worker 0's pace the slowest worker's is (worker 0 the fastest)."""
+    assert min(paces) == paces[0], paces
+    return max(paces) / paces[0]
 
 
 def test_sweep_fills_nodes_first():

@@ -345,7 +345,8 @@ def _simulate(s: Scenario, net: NetworkCost, inter: network.Link, compute: Compu
     res = psstep.simulate(net, plc.assignment, s.nodes, s.devices_per_node, s.cpus_per_host,
                           rate, (compute.total - compute.t_b) * share, compute.t_b * share,
                           s.server_cost.per_byte, s.server_cost.per_client_byte,
-                          own_hosts=not s.ps_colocated, sync=not s.ps_async)
+                          own_hosts=not s.ps_colocated, sync=not s.ps_async,
+                          lead=psstep.ASYNC_LEAD)
     where = ("its busy workers and servers" if s.ps_colocated else
              "its busy processes (workers' hosts, then a host per server)")
     notes = [f"the step simulated tensor by tensor (harness/perfmodel/psstep.py): each "
@@ -355,8 +356,9 @@ def _simulate(s: Scenario, net: NetworkCost, inter: network.Link, compute: Compu
              + " shared max-min fairly by the transfers crossing them; pushes "
              "leave as backward produces each gradient, "
              + ("a server updates once per push and replies to its worker alone, each "
-                "worker's next forward waits for its own replies; the step is the slowest "
-                "worker's" if s.ps_async else
+                "worker's next forward waits for its own replies and for every other "
+                "worker to have begun the step before (measured ranks keep one pace); the "
+                "step is the slowest worker's" if s.ps_async else
                 "a server sums each push and updates once all are in, the next forward "
                 "waits for every reply")
              + (f"; the link's alpha ({inter.alpha * 1e6:.0f} us) is not simulated"

@@ -27,12 +27,17 @@ every push as it arrives (`per_client_byte` + `per_byte` each time, n updates a 
 a synchronous server sums n pushes and updates once) and replies to that worker alone, so
 no worker waits for another's push; measured, such a server spent 1.4-2.2x the CPU of its
 synchronous twin (README, "Asynchronous parameter servers"). All workers start
-together and each plays the same number of steps, then stops; the step is the slowest
-worker's last. That end is a convention: the measured runs have no barrier between trials, and a
-worker that finishes early leaves the server to the others. Letting the fast workers go
-on until the slowest is measured instead raises every held-out prediction of the shipped
-dist_async runs (their errors by 13 to 44 points; README, "Asynchronous parameter
-servers, held out").
+together and no worker may begin a step before every other has begun the one before
+(`ASYNC_LEAD` = 1): measured, the ranks of every multi-host dist_async run kept one pace
+(each rank's summed step times within 1.00-1.11x of the others', 18 runs of
+scaling-emulated-ps-async, 2026-12-03), while workers left to their own pace here do not:
+played for a whole run (26 steps), worker 0, beside server 0 and sending it nothing over
+the wire, ran 1.6-2.9x faster than the slowest on 1 server, and the slowest's step, the
+rule until 2026-12-04, came out 10-26% under each repeat's 1-server 4-worker run. Any
+bound gives the same steady step (leads of 1 to 3 over 10 steps, test_perfmodel: equal
+to 0.1%; the 3 steps played here within 2.5%); why the real ranks keep one pace (the
+server's single request thread, its sends) is not known. The step is the slowest
+worker's last (README, "Asynchronous parameter servers, held out").
 
 Event by event, exactly (rates are constant between events), for a few steps from a
 cold start; the step time is the last interval between worker 0's forward passes.
@@ -58,6 +63,9 @@ from models.cost import NetworkCost
 
 #: steps played from a cold start; the last interval is the steady step
 STEPS = 3
+#: asynchronous servers: how many steps a worker may lead the slowest (None: unbounded);
+#: measured ranks keep one pace (the module's docstring)
+ASYNC_LEAD: int | None = 1
 _EPS = 1e-12
 
 
@@ -68,6 +76,8 @@ class StepResult:
     #: carried something, over the last step
     cpu_busy: tuple[float, ...]
     wire_busy: tuple[float, ...]
+    #: asynchronous servers: per worker, its mean step after the first (the cold one)
+    paces: tuple[float, ...] = ()
 
 
 def fair_rates(flows: list[tuple[int, int]], capacity: float,
@@ -123,14 +133,17 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
              per_node: int, quota: float, bytes_per_s: float, forward_cs: float,
              backward_cs: float, per_byte: float, per_client_byte: float,
              steps: int = STEPS, own_hosts: bool = False,
-             ingress: bool = True, sync: bool = True) -> StepResult:
+             ingress: bool = True, sync: bool = True, lead: int | None = None
+             ) -> StepResult:
     """One steady synchronous step of `nodes` hosts of `per_node` workers with the servers
     of `assignment` ((tensor key, bytes, server) pieces; server i on host i mod nodes, or
     with `own_hosts` on host nodes + i, a host of its own with the same quota).
     `forward_cs` and `backward_cs`: a worker's core-seconds per step; `bytes_per_s`: each
     host's egress and ingress (math.inf: free); `ingress` False shares the egress alone
     (the rule before 2026-12-03, kept to show the difference). `sync` False: asynchronous
-    servers (the module's docstring); the step is then the slowest worker's last one."""
+    servers (the module's docstring); the step is then the slowest worker's last one, and
+    `lead` (asynchronous only), if given, keeps every worker within that many steps of the
+    slowest: a worker begins step j once every other has begun step j - lead."""
     workers = nodes * per_node
     servers = 1 + max(s for _, _, s in assignment)
     pieces: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
@@ -202,10 +215,24 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
         for w in to or range(workers):
             send(shost[s], whost[w], nbytes, lambda w=w: pulled_one(w))
 
+    waiting: list[int] = []
+
     def pulled_one(w: int) -> None:
         pulled[w] += 1
         if pulled[w] == len(assignment):
-            begin(w)
+            waiting.append(w)
+            release()
+
+    def release() -> None:
+        # a worker begins once no other is more than `lead` steps behind it
+        while True:
+            ready = [w for w in waiting if sync or lead is None or all(
+                len(starts[v]) >= len(starts[w]) - lead + 1 for v in range(workers) if v != w)]
+            if not ready:
+                return
+            for w in ready:
+                waiting.remove(w)
+                begin(w)
 
     for w in range(workers):
         begin(w)
@@ -259,4 +286,6 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
         max(t[steps] - t[steps - 1] for t in starts)
     span = now - mark  # since worker 0 began its last step (the step itself, if sync)
     return StepResult(step, tuple(b / span for b in busy_cpu),
-                      tuple(b / span for b in busy_wire))
+                      tuple(b / span for b in busy_wire),
+                      () if sync or steps < 2 else
+                      tuple((t[steps] - t[1]) / (steps - 1) for t in starts))
