@@ -300,8 +300,8 @@ def test_asynchronous_workers_keep_one_pace_as_measured():
     """Measured, every rank of a multi-host dist_async run keeps one pace (the shipped
     repeats, test_model_validation); left to their own pace the simulated workers do not:
     worker 0, beside the one server, sends nothing over the wire and runs ahead. With the
-    lead bounded (psstep.ASYNC_LEAD) every worker keeps one pace, the same for any bound,
-    and the step is longer than the unbounded slowest worker's least step."""
+    lead bounded (psstep.ASYNC_LEAD) every worker keeps one pace, and the steady step is
+    the same for any bound and longer than the unbounded rule's."""
     from harness.perfmodel import psstep
 
     net = cost("googlenet", 32, 10)
