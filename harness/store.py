@@ -438,6 +438,12 @@ class Store:
             "SELECT seconds FROM iterations WHERE run_id = ? ORDER BY rank, trial, iter",
             (run_id,))]
 
+    def rank_seconds(self, run_id: str) -> dict[int, float]:
+        """Each rank's timed iterations, summed: how far apart its ranks ran."""
+        return dict(self.conn.execute(
+            "SELECT rank, SUM(seconds) FROM iterations WHERE run_id = ? GROUP BY rank",
+            (run_id,)))
+
     def trials(self, run_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """Rank 0's trials (all runs, or these), in the order they ran."""
         ids = None if run_ids is None else list(run_ids)

@@ -700,6 +700,37 @@ def test_the_shipped_async_ranks_keep_one_pace():
     assert max(spreads) < 1.12, sorted(spreads)
 
 
+def test_holdout_checks_that_asynchronous_ranks_kept_one_pace(tmp_path):
+    """The held-out table checks the assumption the asynchronous step rests on (psstep.
+    ASYNC_LEAD) on every multi-host dist_async run it reads: repeat 5's six keep one pace;
+    the same database with rank 0 of one run made 30% slower (its stored iterations) is
+    named as not keeping one."""
+    import sqlite3
+
+    from harness.perfmodel import holdout, paces
+
+    (db,) = shipped_copies(tmp_path, "scaling-emulated-ps-async-repeats", ("r5.db",))
+    with Store(str(db), readonly=True) as store:
+        res = holdout.validate(store)
+    assert [(p.label, p.ok) for p in res.rank_paces] == [
+        (f"mxnet googlenet ps-async ps{ps} x{n} on {n} hosts", True)
+        for n, ps in ((2, 1), (2, 2), (4, 1), (4, 2), (8, 1), (8, 2))], res.rank_paces
+    assert max(p.spread for p in res.rank_paces) == pytest.approx(1.082, abs=5e-4)
+    assert "ps-async ps1 x4 on 4 hosts         1.034x" in holdout.table(res)
+    con = sqlite3.connect(db)
+    (run_id,) = con.execute("SELECT run_id FROM runs WHERE strategy = 'ps-async' AND "
+                            "nodes = 4 AND ps = 1").fetchone()
+    con.execute("UPDATE iterations SET seconds = 1.3 * seconds WHERE run_id = ? AND "
+                "rank = 0", (run_id,))
+    con.commit()
+    con.close()
+    with Store(str(db), readonly=True) as store:
+        (ahead,) = [p for p in holdout.validate(store).rank_paces if p.run_id == run_id]
+        assert not ahead.ok and ahead.slowest == 0 and ahead.spread > paces.ONE_PACE
+        assert paces.check(store, store.runs("WHERE strategy = 'ps-sync'")[0]) is None
+    assert "NOT ONE PACE: the model's step does not describe this run" in paces.table([ahead])
+
+
 @pytest.mark.parametrize("repeat, lead, errors, verdict, sync", [
     # the rule since 2026-12-04 (psstep.ASYNC_LEAD): no worker a step ahead of another
     (4, 1, [9.1, 7.1, -13.9, 4.4], (True, 8.1, 13.9), (False, 11.9, 31.6)),

@@ -59,7 +59,7 @@ from dataclasses import dataclass, field, replace
 from frameworks.contract import PS_STRATEGIES
 from frameworks.plan import layout_note, ps_layout
 from harness import bottleneck, noise
-from harness.perfmodel import network, placement, traffic
+from harness.perfmodel import network, paces, placement, traffic
 from harness.perfmodel.measured import compute_from_baseline
 from harness.perfmodel.predict import Compute, Scenario, ServerCost, predict, ps_clients
 from harness.perfmodel.validate import LIBRARY, STRATEGY_MAP, asynchronous, scenario
@@ -129,6 +129,8 @@ class Result:
     traffic: list[traffic.Traffic] = field(default_factory=list)
     #: what bound each such run's step, measured (harness/bottleneck.py)
     bottlenecks: list[bottleneck.Bottleneck] = field(default_factory=list)
+    #: how far apart each asynchronous run's ranks ran, against the model's one pace
+    rank_paces: list[paces.Pace] = field(default_factory=list)
     #: the fitted (<= 2-worker) runs of the predicted curves that the probes flagged
     #: disturbed: a slow small run moves every prediction fitted on it
     disturbed_fits: list[str] = field(default_factory=list)
@@ -556,6 +558,7 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
     result = Result(pooled=pooled, skipped=list(unmodelled))
     result.traffic = [t for t in map(traffic.check, runs) if t is not None]
     result.bottlenecks = [b for b in map(bottleneck.check, runs) if b is not None]
+    result.rank_paces = [p for p in (paces.check(store, r) for r in runs) if p is not None]
     scales = sorted({r["workers"] for r in runs})
     big = [c for c in curves.values() if any(r["workers"] > FIT_MAX_WORKERS for r in c)]
     if not big and unmodelled:
@@ -782,4 +785,6 @@ def table(result: Result) -> str:
         lines += ["", traffic.table(result.traffic)]
     if result.bottlenecks:
         lines += ["", bottleneck.table(result.bottlenecks)]
+    if result.rank_paces:
+        lines += ["", paces.table(result.rank_paces)]
     return "\n".join(lines)
