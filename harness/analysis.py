@@ -519,6 +519,26 @@ def traffic(runs: list[dict]) -> Table:
     return t
 
 
+def rank_paces(result: Any) -> Table:
+    """How far apart each asynchronous run's ranks ran (harness/perfmodel/paces.py): the
+    assumption the model's asynchronous step rests on, checked where it predicts one."""
+    from harness.perfmodel import paces
+
+    t = Table("paces", "Asynchronous ranks: one pace, as the model holds them", [
+        Column("label", "run", digits=0),
+        Column("spread", "slowest rank over the fastest", "x", 4),
+        Column("verdict", "verdict", digits=0)],
+        note="Each rank's timed iterations summed: the slowest rank's over the fastest's. "
+             "The model lets no asynchronous worker begin a step before every other has "
+             "begun the one before, because measured ranks kept one pace (1.00-1.11x on "
+             f"every shipped multi-host dist_async run); above {paces.ONE_PACE:.2f}x a rank "
+             "ran ahead and the model's step does not describe the run.")
+    for p in result.rank_paces if result else []:
+        t.rows.append({"label": p.label, "spread": p.spread,
+                       "verdict": "one pace" if p.ok else "NOT ONE PACE"})
+    return t
+
+
 def bottlenecks(runs: list[dict]) -> Table:
     """What bound each step across emulated hosts, measured (harness/bottleneck.py): the
     explanation a model's prediction has to match."""

@@ -200,7 +200,7 @@ def build(store: Store, experiment: str | None = None) -> dict[str, Any]:
     shoot, bd = T.shootout(ok, drifts), T.breakdown(ok)
     scale = T.scaling(ok, checks)
     held_table = T.holdout(held)
-    moved, bound = T.traffic(ok), T.bottlenecks(ok)
+    moved, bound, paced = T.traffic(ok), T.bottlenecks(ok), T.rank_paces(held)
     comm, fits = T.communication(store)
     ps = T.ps_placement(runs)
     ps_rec = T.ps_recorded(ok)
@@ -232,7 +232,7 @@ def build(store: Store, experiment: str | None = None) -> dict[str, Any]:
             ("resources", "Resources", [], [res]),
             ("environments", "Venv vs container", [], [envs]),
             ("model", "Performance model: predicted vs measured", [],
-             [held_table, moved, bound, acc]),
+             [held_table, moved, bound, paced, acc]),
             ("failures", "Failed and skipped runs", [], [fail]),
         ],
         "run_columns": RUN_TABLE_COLUMNS, "manifests": _manifests(ok),

@@ -717,6 +717,12 @@ def test_holdout_checks_that_asynchronous_ranks_kept_one_pace(tmp_path):
         for n, ps in ((2, 1), (2, 2), (4, 1), (4, 2), (8, 1), (8, 2))], res.rank_paces
     assert max(p.spread for p in res.rank_paces) == pytest.approx(1.082, abs=5e-4)
     assert "ps-async ps1 x4 on 4 hosts         1.034x" in holdout.table(res)
+    # the report's table is the same check (harness/analysis.py)
+    from harness import analysis
+
+    shown = analysis.rank_paces(res)
+    assert [(row["label"], row["verdict"]) for row in shown.rows] == [
+        (p.label, "one pace") for p in res.rank_paces]
     con = sqlite3.connect(db)
     (run_id,) = con.execute("SELECT run_id FROM runs WHERE strategy = 'ps-async' AND "
                             "nodes = 4 AND ps = 1").fetchone()
