@@ -747,10 +747,13 @@ def test_holdout_checks_that_asynchronous_ranks_kept_one_pace(tmp_path):
     # both rules fail, the bound's x8 rows the furthest off
     (5, 1, [-2.1, 38.5, 11.3, 40.5], (False, 24.9, 40.5), (False, 14.6, 23.5)),
     (5, None, [-10.0, 15.0, 11.3, 17.9], (False, 13.2, 17.9), (False, 14.6, 23.5)),
+    # repeat 6, the tie-breaker: the unbounded rule passes, the bound fails
+    (6, 1, [20.7, 21.4, 0.3, 27.4], (False, 21.1, 27.4), (False, 12.1, 20.7)),
+    (6, None, [-1.2, 4.6, 0.3, 16.4], (True, 2.9, 16.4), (False, 12.1, 20.7)),
 ])
 def test_the_readmes_ps_async_intel_repeats_recompute(tmp_path, monkeypatch, repeat, lead,
                                                       errors, verdict, sync):
-    """Repeats 4 and 5 of scaling-emulated-ps-async (Intel VM, 2026-12-04, measured after
+    """Repeats 4 to 6 of scaling-emulated-ps-async (Intel VM, 2026-12-04, measured after
     the asynchronous model, predictions written first, each judged alone): the dist_async
     rows (1 server x4, x8, 2 servers x4, x8) under both rules, and the dist_sync verdict."""
     from harness.perfmodel import holdout, psstep
