@@ -37,10 +37,11 @@ slowest's step, the rule until 2026-12-04, came out 10-26% under the 1-server 4-
 run of each of the first five repeats (the sixth: 1%). Any bound gives the same steady
 step (leads of 1 to 3 over 10 steps, test_perfmodel: equal to 0.1%; the 3 steps played
 here within 2.5%); why the real ranks keep one pace (the server's single request thread,
-its sends) is not known. The step is the slowest worker's last. The bound was chosen on three repeats; on
-three measured after it, it passed one (8.1 / 13.9%) and failed two that the unbounded
-rule passed once (README, "Asynchronous parameter servers, held out"). It stays: the
-unbounded rule's step is the third of a cold start, not a pace its workers keep.
+its sends) is not known. The step is the slowest worker's last. The bound was chosen on
+three repeats; on three measured after it, it passed one (8.1 / 13.9%) and failed two,
+one of which the unbounded rule passed (README, "Asynchronous parameter servers, held
+out"). It stays: the unbounded rule's step is the third of a cold start, not a pace its
+workers keep.
 
 Event by event, exactly (rates are constant between events), for a few steps from a
 cold start; the step time is the last interval between worker 0's forward passes.
