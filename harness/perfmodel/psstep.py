@@ -45,9 +45,10 @@ rule's came out under its workers' pace; that is why repeat 6 seemed to favour i
 
 Event by event, exactly (rates are constant between events), from a cold start, every
 worker beginning its next step as soon as it may, until the step settles: at least
-`STEPS` steps, doubling until the last half's two halves agree within `SETTLED` (or
-`MAX_STEPS`); the step is the mean interval over that last half (worker 0's, or with
-asynchronous servers the slowest worker's), and the busy shares are over the same span.
+`STEPS` steps, doubling until the last two spans of max(2, played / 4) steps agree within
+`SETTLED` (or `MAX_STEPS`); the step is the mean interval over the last half of the steps
+played (worker 0's, or with asynchronous servers the slowest worker's), and the busy
+shares are over the same span.
 Until 2026-12-05 it played 3 steps, stopped each worker after its third and took the
 last interval: the worker beside a server sat idle in it, so the server had the host's
 CPU to itself (the 2-server 8-worker step of scaling-emulated-ps-async r4 came out
@@ -76,9 +77,9 @@ from dataclasses import dataclass
 from harness.perfmodel import overlap
 from models.cost import NetworkCost
 
-#: steps played from a cold start at the least; the step is the mean of the last half of
-#: those played, and the play goes on (doubling) until that half's two halves agree
-#: within SETTLED, or MAX_STEPS
+#: steps played from a cold start at the least; the step is the mean over the last half of
+#: those played (3 of 6, 6 of 12, ...), and the play goes on (doubling) until the last two
+#: spans of max(2, played / 4) steps agree within SETTLED, or MAX_STEPS
 STEPS = 6
 MAX_STEPS = 48
 SETTLED = 0.01
@@ -261,7 +262,7 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
     def settled(n: int) -> bool:
         if n < 5:
             return True
-        half = max(2, n // 4)  # the last half's two halves, of `half` steps each
+        half = max(2, n // 4)  # the last two spans of `half` steps each
         return all(abs((t[n] - t[n - half]) - (t[n - half] - t[n - 2 * half]))
                    <= SETTLED * (t[n] - t[n - half]) for t in series)
 
