@@ -327,8 +327,9 @@ def test_asynchronous_workers_keep_one_pace_as_measured():
 
 def test_the_simulated_step_is_the_settled_one():
     """psstep plays steps until the step settles (psstep.STEPS at the least, doubling to
-    MAX_STEPS) and averages the last half, with every worker computing its next step as
-    soon as it may. Until 2026-12-05 it played 3 steps and took the last interval, in
+    MAX_STEPS) and averages the last of them (an even count: a step alternating between
+    two lengths is averaged over whole cycles), with every worker computing its next step
+    as soon as it may. Until 2026-12-05 it played 3 steps and took the last interval, in
     which the worker beside a server did not start its next step: the server had the
     host's CPU to itself, the step came out short (2.107 s where the settled step is
     2.147 s, scaling-emulated-ps-async r4's 2-server 8-worker run) and the server's host
@@ -355,6 +356,26 @@ def test_the_simulated_step_is_the_settled_one():
                     worker_cs + server_cs, rel=0.01), (sync, nodes, host, res.cpu_busy)
             # worker-only hosts: their worker's compute alone
             assert res.cpu_busy[2] * res.t_iter * quota == pytest.approx(worker_cs, rel=0.01)
+
+
+def test_transfers_of_one_connection_go_one_after_another():
+    """ps-lite keeps one connection per peer and sends its messages in order, so psstep
+    queues the transfers between the same two processes and lets the connections, not
+    the transfers, share a host's ports (since 2026-12-05). By hand, two 1 MB pieces on
+    one server, a free CPU and a 1 MB/s wire: a worker across the wire pushes both at
+    once. Queued, piece 1 lands at 1 s and its reply goes back while piece 2 is on the
+    wire (lands 2 s), so the last reply is in at 3 s; sharing, both land at 2 s and both
+    replies at 4 s. Two workers on the far host: two connections at half the rate each,
+    6 s against 8 s (four transfers at a quarter)."""
+    from harness.perfmodel import psstep
+
+    net = cost("googlenet", 32, 10)
+    pieces = tuple((t.key, 1_000_000, 0) for t in net.tensors[:2])
+    for per_node, queued, shared in ((1, 3.0, 4.0), (2, 6.0, 8.0)):
+        run = functools.partial(psstep.simulate, net, pieces, 2, per_node, 2.0, 1e6, 0.0,
+                                0.0, 0.0, 0.0)
+        assert run().t_iter == pytest.approx(queued), per_node
+        assert run(queued=False).t_iter == pytest.approx(shared), per_node
 
 
 def _worker_0_ahead(paces: tuple[float, ...]) -> float:

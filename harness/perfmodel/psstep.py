@@ -15,6 +15,12 @@ resource shared the way the kernel shares it:
   carries exactly its one peer's egress flows; with more, several senders meet there
   (measured 2026-12-03: on 4 hosts the ingress shapers queued packets 7-13x as often as
   on 2), which sharing the egress alone, the rule before, missed;
+* transfers between the same two processes go one after another, the first begun
+  first, and it is the connections that share the ports (since 2026-12-05; until then
+  every transfer took an equal share): ps-lite keeps one ZeroMQ socket, so one TCP
+  connection, per peer and sends its messages in order, so a worker's first push to a
+  server arrives after its own bytes alone, not after all the pushes it shares the
+  connection with, and the server starts on it while the next one is on the wire;
 * a worker computes forward, then backward, and pushes each tensor (each piece, where
   the placement splits big arrays over servers) as backward produces it (in reverse
   layer order, in proportion to the layers' MACs: overlap.ready_times);
@@ -36,19 +42,22 @@ nothing over the wire, ran 1.6-2.9x faster than the slowest on 1 server. Any bou
 the same steady step (leads of 1 to 3, test_perfmodel: equal to 0.1%), shorter than the
 unbounded rule's (held back, worker 0 leaves its host's CPU to the server the others wait
 on); why the real ranks keep one pace (the server's single request thread, its sends) is
-not known. The step is the slowest worker's. Held out, settled steps (below): the bound
-passes the AMD median sweep (9.8 / 14.7%) and fails the three Intel repeats alone (r4
-11.2 / 20.2%, r5 39.5 / 56.4%, r6 29.5 / 39.6%, every row high but one); the unbounded
-rule fails all four, each worse (20.2 / 41.8%; 17.5 / 20.8%, 43.0 / 57.1%, 36.8 / 39.1%).
-Until 2026-12-05 the step was the third from a cold start (below), and the unbounded
-rule's came out under its workers' pace; that is why repeat 6 seemed to favour it.
+not known. The step is the slowest worker's. Held out, with settled steps and queued
+transfers (below), the bound fails the AMD median sweep (18.6 / 24.1%, every row too fast)
+and passes one of the three Intel repeats alone (r4 8.4 / 17.6%; r5 34.6 / 39.7%, r6 30.0 /
+36.7%, every row too slow); the unbounded rule scores better (6.6 / 15.4%; 9.5 / 13.5%,
+31.8 / 39.5%, 18.2 / 33.3%) but its workers do not keep the measured one pace, so it is
+not the rule. Until 2026-12-05 the step was the third from a cold start (below), and the
+unbounded rule's came out under its workers' pace; that is why repeat 6 seemed to favour
+it then.
 
 Event by event, exactly (rates are constant between events), from a cold start, every
 worker beginning its next step as soon as it may, until the step settles: at least
-`STEPS` steps, doubling until the last two spans of max(2, played / 4) steps agree within
-`SETTLED` (or `MAX_STEPS`); the step is the mean interval over the last half of the steps
-played (worker 0's, or with asynchronous servers the slowest worker's), and the busy
-shares are over the same span.
+`STEPS` steps, doubling until the two halves of the last steps (4 of 6, 6 of 12, ...: an
+even count, so a step alternating between two lengths is averaged over whole cycles)
+agree within `SETTLED` (or `MAX_STEPS`); the step is the mean interval over those steps
+(worker 0's, or with asynchronous servers the slowest worker's), and the busy shares are
+over the same span.
 Until 2026-12-05 it played 3 steps, stopped each worker after its third and took the
 last interval: the worker beside a server sat idle in it, so the server had the host's
 CPU to itself (the 2-server 8-worker step of scaling-emulated-ps-async r4 came out
@@ -62,8 +71,9 @@ Its inputs are the model's usual ones and nothing else: the workers' core-second
 step (the 1-worker run's compute at its share), the servers' cost (predict.ServerCost,
 fitted on <= 2-worker runs' telemetry), the placement rule, and the wire's rate. It was
 written after the closed form failed on shi2017-emulated and the MXNet runs of
-scaling-emulated-ps-async (2026-12-02); nothing in it was tuned on them. Held out on
-those and cori2017-emulated (README, "Performance model").
+scaling-emulated-ps-async (2026-12-02); nothing in it was tuned on them, though the
+queuing per connection (2026-12-05) was chosen over equal shares with their scores in
+view. Held out on those and cori2017-emulated (README, "Performance model").
 """
 
 from __future__ import annotations
@@ -77,9 +87,9 @@ from dataclasses import dataclass
 from harness.perfmodel import overlap
 from models.cost import NetworkCost
 
-#: steps played from a cold start at the least; the step is the mean over the last half of
-#: those played (3 of 6, 6 of 12, ...), and the play goes on (doubling) until the last two
-#: spans of max(2, played / 4) steps agree within SETTLED, or MAX_STEPS
+#: steps played from a cold start at the least; the step is the mean over the last of
+#: those played (4 of 6, 6 of 12, 12 of 24, 24 of 48: an even count), and the play goes on
+#: (doubling) until that window's two halves agree within SETTLED, or MAX_STEPS
 STEPS = 6
 MAX_STEPS = 48
 SETTLED = 0.01
@@ -153,14 +163,16 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
              per_node: int, quota: float, bytes_per_s: float, forward_cs: float,
              backward_cs: float, per_byte: float, per_client_byte: float,
              steps: int = STEPS, own_hosts: bool = False,
-             ingress: bool = True, sync: bool = True, lead: int | None = None
-             ) -> StepResult:
+             ingress: bool = True, sync: bool = True, lead: int | None = None,
+             queued: bool = True) -> StepResult:
     """One steady synchronous step of `nodes` hosts of `per_node` workers with the servers
     of `assignment` ((tensor key, bytes, server) pieces; server i on host i mod nodes, or
     with `own_hosts` on host nodes + i, a host of its own with the same quota).
     `forward_cs` and `backward_cs`: a worker's core-seconds per step; `bytes_per_s`: each
     host's egress and ingress (math.inf: free); `ingress` False shares the egress alone
-    (the rule before 2026-12-03, kept to show the difference). `steps`: the fewest played
+    (the rule before 2026-12-03, kept to show the difference); `queued` False gives every
+    transfer its own share instead of queuing it behind its connection's earlier ones
+    (the rule before 2026-12-05). `steps`: the fewest played
     before the step may count as settled (the module's docstring). `sync` False: asynchronous
     servers (the module's docstring); the step is then the slowest worker's, and
     `lead` (asynchronous only), if given, keeps every worker within that many steps of the
@@ -182,9 +194,11 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
     host_of = whost + shost
     cpu: list[list[_Task]] = [[] for _ in host_of]
     # transfers under way, by (sender host, receiver host), each with its place in the
-    # order they began: transfers of one pair share one rate, and those finishing at
-    # the same instant call back in that order, as one list of them would
-    wire: dict[tuple[int, int], list[tuple[int, _Task]]] = defaultdict(list)
+    # order they began and its connection (sender process, receiver process; with
+    # `queued` False a connection of its own): the first transfer of each connection
+    # moves, the connections of one host pair share one rate, and transfers finishing at
+    # the same instant call back in the order they began
+    wire: dict[tuple[int, int], list[tuple[int, tuple[int, int], _Task]]] = defaultdict(list)
     sent = 0
     starts: list[list[float]] = [[] for _ in range(workers)]
     pulled = [0] * workers
@@ -195,13 +209,25 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
     # worker 0's beginnings: (when, each host's CPU and wire busy time until then)
     marks: list[tuple[float, list[float], list[float]]] = []
 
-    def send(src: int, dst: int, nbytes: float, done: Callable[[], None]) -> None:
+    def send(sender: int, receiver: int, nbytes: float, done: Callable[[], None]) -> None:
         nonlocal sent
+        src, dst = host_of[sender], host_of[receiver]
         if src == dst or math.isinf(bytes_per_s):
             done()
         else:
-            wire[(src, dst)].append((sent, _Task(float(nbytes), done)))
+            conn = (sender, receiver) if queued else (-1, sent)
+            wire[(src, dst)].append((sent, conn, _Task(float(nbytes), done)))
             sent += 1
+
+    def moving(flows: list[tuple[int, tuple[int, int], _Task]]) -> list[_Task]:
+        """Each connection's first transfer: the ones on the wire now."""
+        seen: set[tuple[int, int]] = set()
+        out = []
+        for _, conn, task in flows:
+            if conn not in seen:
+                seen.add(conn)
+                out.append(task)
+        return out
 
     def begin(w: int) -> None:
         starts[w].append(now)
@@ -216,7 +242,7 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
 
     def push(w: int, piece: tuple[int, int, int]) -> None:
         i, nbytes, s = piece
-        send(whost[w], shost[s], nbytes, lambda: cpu[workers + s].append(
+        send(w, workers + s, nbytes, lambda: cpu[workers + s].append(
             _Task(per_client_byte * nbytes, lambda: summed(piece, w))))
 
     def summed(piece: tuple[int, int, int], w: int) -> None:
@@ -232,7 +258,7 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
     def reply(piece: tuple[int, int, int], to: tuple[int, ...] = ()) -> None:
         _, nbytes, s = piece
         for w in to or range(workers):
-            send(shost[s], whost[w], nbytes, lambda w=w: pulled_one(w))
+            send(workers + s, w, nbytes, lambda w=w: pulled_one(w))
 
     waiting: list[int] = []
 
@@ -259,12 +285,16 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
     # worker's steps, the step the slowest one's
     series = starts[:1] if sync else starts
 
+    def halves(n: int) -> int:
+        # the steps in each half of the window averaged: an even window, so a step that
+        # alternates between two lengths is averaged over whole cycles
+        return max(1, min(n // 2, max(2, n // 4)))
+
     def settled(n: int) -> bool:
-        if n < 5:
-            return True
-        half = max(2, n // 4)  # the last two spans of `half` steps each
-        return all(abs((t[n] - t[n - half]) - (t[n - half] - t[n - 2 * half]))
-                   <= SETTLED * (t[n] - t[n - half]) for t in series)
+        half = halves(n)
+        return n < 2 * half or all(
+            abs((t[n] - t[n - half]) - (t[n - half] - t[n - 2 * half]))
+            <= SETTLED * (t[n] - t[n - half]) for t in series)
 
     played = steps
     while True:
@@ -279,14 +309,15 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
             if queue:
                 running[host_of[p]] += 1
         cpu_rate = {h: min(1.0, quota / k) for h, k in running.items()}
-        wire_rate = _pair_rates(frozenset((pair, len(flows)) for pair, flows in wire.items()),
+        heads = {pair: moving(flows) for pair, flows in wire.items()}
+        wire_rate = _pair_rates(frozenset((pair, len(h)) for pair, h in heads.items()),
                                 bytes_per_s, ingress)
         dt = math.inf
         for p, queue in enumerate(cpu):
             if queue:
                 dt = min(dt, queue[0].work / cpu_rate[host_of[p]])
-        for pair, flows in wire.items():  # min(work) / r is min(work / r): r > 0
-            dt = min(dt, min(t.work for _, t in flows) / wire_rate[pair])
+        for pair, moved in heads.items():  # min(work) / r is min(work / r): r > 0
+            dt = min(dt, min(t.work for t in moved) / wire_rate[pair])
         if math.isinf(dt):
             raise RuntimeError("parameter-server step deadlocked (no task can run)")
         now += dt
@@ -305,10 +336,10 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
         landed: list[tuple[int, Callable[[], None]]] = []
         for pair in list(wire):
             r, keep = wire_rate[pair], []
-            for flow in wire[pair]:
-                flow[1].work -= dt * r
-                (landed.append((flow[0], flow[1].done)) if flow[1].work <= 1e-6
-                 else keep.append(flow))
+            for t in heads[pair]:
+                t.work -= dt * r
+            for seq, conn, t in wire[pair]:
+                (landed.append((seq, t.done)) if t.work <= 1e-6 else keep.append((seq, conn, t)))
             if keep:
                 wire[pair] = keep
             else:
@@ -316,7 +347,7 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
         finished.extend(done for _, done in sorted(landed, key=lambda x: x[0]))
         for done in finished:
             done()
-    window = max(1, played // 2)
+    window = 2 * halves(played) if played >= 2 else 1
     step = max(t[played] - t[played - window] for t in series) / window
     (t0, cpu0, wire0), (t1, cpu1, wire1) = marks[played - window], marks[played]
     return StepResult(step, tuple((b - a) / (t1 - t0) for a, b in zip(cpu0, cpu1)),
