@@ -759,11 +759,15 @@ def test_holdout_checks_that_asynchronous_ranks_kept_one_pace(tmp_path):
     # repeat 6, the tie-breaker
     (6, 1, [28.7, 21.5, 36.7, 31.4], (False, 30.0, 36.7), (True, 6.1, 8.5)),
     (6, None, [0.8, 8.0, 33.3, 28.4], (False, 18.2, 33.3), (True, 6.1, 8.5)),
+    # repeat 7 (2026-12-05), the first measured after the rules above (predictions
+    # written first): dist_sync fails by 0.7 points, every row too fast
+    (7, 1, [18.1, 15.4, 46.2, 39.5], (False, 28.8, 46.2), (False, 10.7, 17.7)),
+    (7, None, [-6.2, 7.5, 15.8, 36.4], (False, 11.7, 36.4), (False, 10.7, 17.7)),
 ])
 def test_the_readmes_ps_async_intel_repeats_recompute(tmp_path, monkeypatch, repeat, lead,
                                                       errors, verdict, sync):
-    """Repeats 4 to 6 of scaling-emulated-ps-async (Intel VM, 2026-12-04, measured after
-    the asynchronous model, predictions written first, each judged alone): the dist_async
+    """Repeats 4 to 7 of scaling-emulated-ps-async (Intel VM, 2026-12-04 and -05, measured
+    after the asynchronous model, predictions written first, each judged alone): the dist_async
     rows (1 server x4, x8, 2 servers x4, x8) under both rules, and the dist_sync verdict."""
     from harness.perfmodel import holdout, psstep
 

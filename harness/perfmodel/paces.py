@@ -6,8 +6,8 @@ measured ranks of MXNet's dist_async runs kept one pace where workers simulated 
 own pace did not (worker 0, beside server 0, ran up to 2.9x faster than the slowest). The
 held-out table checks it on every asynchronous run it reads, as it checks the model's
 bytes per host (traffic.py): each rank's timed iterations summed, the slowest rank's
-against the fastest's. The widest of the 36 multi-host dist_async runs of
-scaling-emulated-ps-async (six repeats, 2026-12-03 and -04) was 1.11x; past
+against the fastest's. The widest of the 42 multi-host dist_async runs of
+scaling-emulated-ps-async (seven repeats, 2026-12-03 to -05) was 1.11x; past
 `ONE_PACE` a rank ran ahead of the others and the model's step does not describe the run.
 """
 
