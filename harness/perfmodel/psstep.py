@@ -66,7 +66,8 @@ CPU to itself (the 2-server 8-worker step of scaling-emulated-ps-async r4 came o
 77%), and from a cold start the asynchronous step had not settled (that repeat's
 2-server 4-worker step: 1.193 s against 1.664 s). Most steps settle within 6; a few
 drift (shi2017-emulated's AlexNet 2 x 2: +10% over 12 steps) or cycle (ResNet-50 2 x 2:
-a six-step cycle, 1.45-3.03 s); over 48 steps they stay within 1.1%.
+a six-step cycle, 1.45-3.03 s); over 48 steps they stay within 1.1% (within 2.9% with
+transfers queued and the even window, every step of the held-out evaluations; README).
 
 Its inputs are the model's usual ones and nothing else: the workers' core-seconds per
 step (the 1-worker run's compute at its share), the servers' cost (predict.ServerCost,
