@@ -82,7 +82,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -194,13 +194,16 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
     hosts = nodes + servers if own_hosts else nodes
     # processes: workers 0.., then servers; each runs its CPU tasks in order
     host_of = whost + shost
-    cpu: list[list[_Task]] = [[] for _ in host_of]
-    # transfers under way, by (sender host, receiver host), each with its place in the
-    # order they began and its connection (sender process, receiver process; with
-    # `queued` False a connection of its own): the first transfer of each connection
-    # moves, the connections of one host pair share one rate, and transfers finishing at
-    # the same instant call back in the order they began
-    wire: dict[tuple[int, int], list[tuple[int, tuple[int, int], _Task]]] = defaultdict(list)
+    cpu: list[deque[_Task]] = [deque() for _ in host_of]
+    # transfers under way, by (sender host, receiver host), then by connection (sender
+    # process, receiver process; with `queued` False a connection of its own), each in
+    # the order it began with its place in the order every transfer began: the first of
+    # each connection moves, the connections of one host pair share one rate, and
+    # transfers finishing at the same instant call back in the order they began. Kept
+    # per connection so an event touches the moving transfers only, not the queued ones
+    # behind them (a worker's pushes to one server: up to 87 pieces)
+    wire: dict[tuple[int, int], dict[tuple[int, int], deque[tuple[int, _Task]]]] = \
+        defaultdict(dict)
     sent = 0
     starts: list[list[float]] = [[] for _ in range(workers)]
     pulled = [0] * workers
@@ -218,18 +221,8 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
             done()
         else:
             conn = (sender, receiver) if queued else (-1, sent)
-            wire[(src, dst)].append((sent, conn, _Task(float(nbytes), done)))
+            wire[(src, dst)].setdefault(conn, deque()).append((sent, _Task(float(nbytes), done)))
             sent += 1
-
-    def moving(flows: list[tuple[int, tuple[int, int], _Task]]) -> list[_Task]:
-        """Each connection's first transfer: the ones on the wire now."""
-        seen: set[tuple[int, int]] = set()
-        out = []
-        for _, conn, task in flows:
-            if conn not in seen:
-                seen.add(conn)
-                out.append(task)
-        return out
 
     def begin(w: int) -> None:
         starts[w].append(now)
@@ -311,7 +304,8 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
             if queue:
                 running[host_of[p]] += 1
         cpu_rate = {h: min(1.0, quota / k) for h, k in running.items()}
-        heads = {pair: moving(flows) for pair, flows in wire.items()}
+        # each connection's first transfer: the ones on the wire now
+        heads = {pair: [queue[0][1] for queue in conns.values()] for pair, conns in wire.items()}
         wire_rate = _pair_rates(frozenset((pair, len(h)) for pair, h in heads.items()),
                                 bytes_per_s, ingress)
         dt = math.inf
@@ -319,7 +313,7 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
             if queue:
                 dt = min(dt, queue[0].work / cpu_rate[host_of[p]])
         for pair, moved in heads.items():  # min(work) / r is min(work / r): r > 0
-            dt = min(dt, min(t.work for t in moved) / wire_rate[pair])
+            dt = min(dt, min([t.work for t in moved]) / wire_rate[pair])
         if math.isinf(dt):
             raise RuntimeError("parameter-server step deadlocked (no task can run)")
         now += dt
@@ -333,18 +327,21 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
                 head = queue[0]
                 head.work -= dt * cpu_rate[host_of[p]]
                 if head.work <= _EPS * max(1.0, forward_cs):
-                    queue.pop(0)
+                    queue.popleft()
                     finished.append(head.done)
         landed: list[tuple[int, Callable[[], None]]] = []
         for pair in list(wire):
-            r, keep = wire_rate[pair], []
-            for t in heads[pair]:
+            r, conns = wire_rate[pair], wire[pair]
+            for conn in list(conns):
+                queue = conns[conn]
+                seq, t = queue[0]
                 t.work -= dt * r
-            for seq, conn, t in wire[pair]:
-                (landed.append((seq, t.done)) if t.work <= 1e-6 else keep.append((seq, conn, t)))
-            if keep:
-                wire[pair] = keep
-            else:
+                if t.work <= 1e-6:
+                    queue.popleft()
+                    landed.append((seq, t.done))
+                    if not queue:
+                        del conns[conn]
+            if not conns:
                 del wire[pair]
         finished.extend(done for _, done in sorted(landed, key=lambda x: x[0]))
         for done in finished:
