@@ -107,6 +107,10 @@ class Scenario:
     #: the servers' own CPU time; with `ps_colocated` and a quota it adds to the step of
     #: the host whose server is busiest (None: not modelled)
     server_cost: ServerCost | None = None
+    #: where the step is simulated (psstep): the timed steps of an interleaved run's
+    #: trial, each begun by every worker together after one untimed step, as the harness
+    #: measures it (psstep's `trial`); None: the steady step
+    trial_steps: int | None = None
     image_size: int = 224
     num_classes: int = 1000
 
@@ -346,7 +350,7 @@ def _simulate(s: Scenario, net: NetworkCost, inter: network.Link, compute: Compu
                           rate, (compute.total - compute.t_b) * share, compute.t_b * share,
                           s.server_cost.per_byte, s.server_cost.per_client_byte,
                           own_hosts=not s.ps_colocated, sync=not s.ps_async,
-                          lead=psstep.ASYNC_LEAD)
+                          lead=psstep.ASYNC_LEAD, trial=s.trial_steps)
     where = ("its busy workers and servers" if s.ps_colocated else
              "its busy processes (workers' hosts, then a host per server)")
     notes = [f"the step simulated tensor by tensor (harness/perfmodel/psstep.py): each "

@@ -166,7 +166,7 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
              backward_cs: float, per_byte: float, per_client_byte: float,
              steps: int = STEPS, own_hosts: bool = False,
              ingress: bool = True, sync: bool = True, lead: int | None = None,
-             queued: bool = True) -> StepResult:
+             queued: bool = True, trial: int | None = None) -> StepResult:
     """One steady synchronous step of `nodes` hosts of `per_node` workers with the servers
     of `assignment` ((tensor key, bytes, server) pieces; server i on host i mod nodes, or
     with `own_hosts` on host nodes + i, a host of its own with the same quota).
@@ -178,7 +178,10 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
     before the step may count as settled (the module's docstring). `sync` False: asynchronous
     servers (the module's docstring); the step is then the slowest worker's, and
     `lead` (asynchronous only), if given, keeps every worker within that many steps of the
-    slowest: a worker begins step j once every other has begun step j - lead."""
+    slowest: a worker begins step j once every other has begun step j - lead.
+    `trial`, if given: the step as an interleaved run measures it (the module's
+    docstring): every worker starts together, takes one untimed step and `trial` timed
+    ones, then stops; the step is worker 0's timed span over `trial`."""
     workers = nodes * per_node
     servers = 1 + max(s for _, _, s in assignment)
     pieces: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
@@ -257,9 +260,20 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
 
     waiting: list[int] = []
 
+    # with `trial`: when each worker's steps ended (its last reply in), and worker 0's
+    # ends with each host's CPU and wire busy time until then
+    ends: list[list[float]] = [[] for _ in range(workers)]
+    ends0: list[tuple[float, list[float], list[float]]] = []
+
     def pulled_one(w: int) -> None:
         pulled[w] += 1
         if pulled[w] == len(assignment):
+            if trial is not None:
+                ends[w].append(now)
+                if w == 0:
+                    ends0.append((now, busy_cpu[:], busy_wire[:]))
+                if len(ends[w]) == 1 + trial:
+                    return  # its trial is over: it waits for the harness's next grant
             waiting.append(w)
             release()
 
@@ -293,7 +307,10 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
 
     played = steps
     while True:
-        if min(map(len, series)) > played:  # every series has begun step `played`
+        if trial is not None:
+            if all(len(e) == 1 + trial for e in ends):
+                break
+        elif min(map(len, series)) > played:  # every series has begun step `played`
             if played >= MAX_STEPS or settled(played):
                 break
             played *= 2
@@ -346,6 +363,12 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
         finished.extend(done for _, done in sorted(landed, key=lambda x: x[0]))
         for done in finished:
             done()
+    if trial is not None:
+        (t0, cpu0, wire0), (t1, cpu1, wire1) = ends0[0], ends0[trial]
+        return StepResult((t1 - t0) / trial,
+                          tuple((b - a) / (t1 - t0) for a, b in zip(cpu0, cpu1)),
+                          tuple((b - a) / (t1 - t0) for a, b in zip(wire0, wire1)),
+                          () if sync else tuple((e[trial] - e[0]) / trial for e in ends))
     window = 2 * halves(played) if played >= 2 else 1
     step = max(t[played] - t[played - window] for t in series) / window
     (t0, cpu0, wire0), (t1, cpu1, wire1) = marks[played - window], marks[played]

@@ -194,7 +194,9 @@ def scenario(r: dict, intra: network.Link, inter: network.Link) -> Scenario:
                     num_classes=spec.get("num_classes", 1000), overlap=not saturated(r),
                     ps_placement=ps_rules.POLICY.get(r["framework"], "greedy"),
                     ps_colocated=ps_layout(spec) != "own",
-                    cpus_per_host=r.get("cpus_per_host") or 0.0)
+                    cpus_per_host=r.get("cpus_per_host") or 0.0,
+                    trial_steps=spec.get("steps") if r.get("trial_order") == "interleaved"
+                    else None)
 
 
 def scenario_for(store: Store, r: dict, intra: str = "shm", inter: str = "10gbe"
