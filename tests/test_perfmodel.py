@@ -261,7 +261,7 @@ def test_the_servers_cpu_does_not_split_by_their_bytes():
     """What the servers' cost per byte leaves out (README, "Asynchronous parameter
     servers, held out"): on every two-server run of the shipped scaling-emulated-ps-async
     repeats (GoogLeNet, MXNet's placement: 16.9 MB in 86 pieces on one server, 5.5 MB in
-    87 on the other, 3.05x the bytes), the busier server spent only 1.2-1.9x the other's
+    87 on the other, 3.05x the bytes), the busier server spent only 1.2-2.0x the other's
     CPU per step, sync and async, at 2, 4 and 8 clients: a cost per request (or CPU spent
     waiting) the model, whose servers' CPU is proportional to their bytes, does not have."""
     import json
@@ -284,8 +284,8 @@ def test_the_servers_cpu_does_not_split_by_their_bytes():
             a, b = sorted((cores["server0"], cores["server1"]), reverse=True)
             ratios.append(a / b)
         con.close()
-    assert len(ratios) == 42
-    assert 1.2 < min(ratios) and max(ratios) < 1.9, ratios
+    assert len(ratios) == 48  # repeats 1-8
+    assert 1.2 < min(ratios) and max(ratios) < 2.0, ratios
 
 
 def test_asynchronous_servers_update_per_push_and_no_worker_waits_for_another():
@@ -354,6 +354,35 @@ def test_asynchronous_workers_keep_one_pace_as_measured():
         assert res.t_iter == pytest.approx(one.t_iter, rel=1e-3), (lead, res.t_iter)
     assert one.t_iter < 0.99 * free.t_iter, (one.t_iter, free.t_iter)
     assert psstep.ASYNC_LEAD == 1
+
+
+def test_a_trial_is_timed_as_the_harness_times_it():
+    """A stored interleaved run is measured in trials: every rank starts at the harness's
+    grant, takes one untimed step and `steps` timed ones, and t_iter is rank 0's timed
+    span over `steps` (frameworks/gate.py, frameworks/worker.py). psstep's `trial` plays
+    exactly that. A lone worker begins every step with nothing in flight, so its trial's
+    step is the steady step; unbounded asynchronous workers do not keep one pace, and
+    worker 0, beside the server, ends its trial first, which is what rank 0 measures."""
+    from harness.perfmodel import psstep
+
+    net = cost("googlenet", 32, 10)
+    plc = placement.place([(t.key, t.nbytes) for t in net.tensors], 1, "mxnet", "googlenet")
+    for sync in (True, False):
+        run = functools.partial(psstep.simulate, net, plc.assignment, 1, 1, 0.25, 125e6,
+                                0.019, 0.038, 2.4e-9, 2.7e-9, sync=sync)
+        assert run(trial=4).t_iter == pytest.approx(run().t_iter, rel=1e-9)
+    run = functools.partial(psstep.simulate, net, plc.assignment, 4, 1, 0.25, 125e6, 0.019,
+                            0.038, 0.0, 2.7e-9, sync=False)
+    free = run(lead=None, trial=4)
+    assert free.t_iter == free.paces[0] < 0.8 * min(free.paces[1:]), free.paces
+    # bounded, worker 0 may end at most one step before the slowest: within 1 / 4
+    bound = run(lead=1, trial=4)
+    assert bound.t_iter == bound.paces[0] > free.t_iter, (bound.paces, free.paces)
+    assert max(bound.paces) / min(bound.paces) < 5 / 4, bound.paces
+    # with trials of 4 steps the fit and the prediction see the step the runs measured,
+    # not the steady one: here 0.76x of it (a trial starts with nothing in flight, and
+    # rank 0 stops once its own steps are done)
+    assert bound.t_iter < 0.85 * run(lead=1).t_iter
 
 
 def test_the_simulated_step_is_the_settled_one():
