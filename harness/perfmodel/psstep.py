@@ -82,8 +82,8 @@ grant, after one untimed step, and its t_iter is rank 0's wall over the timed st
 starts together, takes one untimed step and `trial` timed ones, and stops; the step is
 worker 0's timed span over `trial`, worker 0 being rank 0, beside server 0. Held out on
 the shipped repeats it passes 9 of 14 verdicts against the steady step's 8, halves the
-Intel repeats' asynchronous errors (r5-r7: 15.7 / 33.4, 13.5 / 21.7, 18.5 / 33.2% against
-34.6 / 39.7, 30.0 / 36.7, 28.8 / 46.2%), and shows the unbounded rule's rank 0 33-63% too
+Intel repeats' asynchronous errors (r5-r7: 15.6 / 33.4, 13.5 / 21.7, 18.5 / 33.2% against
+34.6 / 39.7, 30.0 / 36.7, 28.8 / 46.2%), and shows the unbounded rule's rank 0 33-66% too
 fast on 1 server x8 (README, "Performance model").
 
 Its inputs are the model's usual ones and nothing else: the workers' core-seconds per
