@@ -288,6 +288,51 @@ def test_the_servers_cpu_does_not_split_by_their_bytes():
     assert 1.2 < min(ratios) and max(ratios) < 2.0, ratios
 
 
+def test_pslite_numbers_the_servers_by_descending_address():
+    """ps-lite's scheduler numbers nodes after sorting them by descending address, as
+    text (frameworks/ps_rules.pslite_server_order), and MXNet's placement names servers by
+    that number: with servers on emulated hosts 0 and 1, server 0 is the one on host 1,
+    so server 1, which holds 3.05x the bytes, is the one beside worker 0. Measured: on all
+    48 two-server runs of the shipped scaling-emulated-ps-async repeats the server on
+    host 0 (the launcher's server0) spent more CPU than the one on host 1. The model put
+    server i on host i until 2026-12-05."""
+    import json
+    import sqlite3
+    from pathlib import Path
+
+    from frameworks import ps_rules
+    from harness.perfmodel.predict import Scenario, server_hosts
+
+    assert ps_rules.pslite_server_order(["10.77.0.1", "10.77.0.2"]) == [1, 0]
+    # as text: .9 sorts above .10
+    assert ps_rules.pslite_server_order(["10.77.0.9", "10.77.0.10"]) == [0, 1]
+    # one host: launch order (ps-lite's port order is not fixed by the launcher)
+    assert ps_rules.pslite_server_order(["10.77.0.1"] * 3) == [0, 1, 2]
+    def hosts(nodes: int, ps: int, colocated: bool = True, order: str = "ps-lite"):
+        return server_hosts(Scenario("googlenet", 8, nodes=nodes, strategy="ps", ps=ps,
+                                     ps_colocated=colocated, ps_rank_order=order))
+
+    assert hosts(8, 2) == (1, 0) and hosts(8, 2, order="launch") == (0, 1)
+    assert hosts(8, 4) == (3, 2, 1, 0)
+    assert hosts(2, 4) == (1, 1, 0, 0)
+    assert hosts(1, 2) == (0, 0)
+    assert hosts(8, 2, colocated=False) == (8, 9)  # 10.77.0.9 and .10
+
+    net = cost("googlenet", 32, 10)
+    plc = placement.place([(t.key, t.nbytes) for t in net.tensors], 2, "mxnet", "googlenet")
+    assert plc.bytes_per_server[1] > 3 * plc.bytes_per_server[0]
+    root = Path(__file__).resolve().parent.parent / "experiments" / "measured"
+    busier = []
+    for db in sorted(root.glob("scaling-emulated-ps-async-repeats/r*.db")):
+        con = sqlite3.connect(f"{db.as_uri()}?mode=ro&immutable=1", uri=True)
+        for (js,) in con.execute("SELECT cpu_cores_by_process_json FROM runs WHERE ps = 2 "
+                                 "AND nodes > 1 AND status = 'ok'"):
+            cores = json.loads(js)
+            busier.append(0 if cores["server0"] > cores["server1"] else 1)
+        con.close()
+    assert busier == [0] * 48, busier
+
+
 def test_asynchronous_servers_update_per_push_and_no_worker_waits_for_another():
     """Asynchronous servers (MXNet's dist_async, psstep sync=False): with one worker the
     step is the synchronous one (one push, one update, one reply); with several, where

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from frameworks import ps_rules
 from harness.perfmodel import ModelInputError, network, overlap, placement, psstep
 from models.cost import NetworkCost, cost
 
@@ -111,6 +112,10 @@ class Scenario:
     #: trial, each begun by every worker together after one untimed step, as the harness
     #: measures it (psstep's `trial`); None: the steady step
     trial_steps: int | None = None
+    #: how the servers the placement names map to hosts (server_hosts): "launch", server
+    #: i on the i-th server host; "ps-lite", numbered by the emulated hosts' addresses
+    #: (frameworks/ps_rules.pslite_server_order: MXNet's)
+    ps_rank_order: str = "launch"
     image_size: int = 224
     num_classes: int = 1000
 
@@ -336,6 +341,19 @@ def simulated(s: Scenario) -> bool:
     return servers_on_quota(s) and not (s.ps_local_aggregation and s.devices_per_node > 1)
 
 
+def server_hosts(s: Scenario) -> tuple[int, ...]:
+    """The host of each server as the placement numbers them: the launcher starts server i
+    on host i mod nodes (nodes + i on hosts of their own: dnnbench's node_of); ps-lite
+    numbers them by those hosts' addresses instead (emulated hosts: runners/emulated's
+    address), so with two servers the placement's server 0 runs on host 1."""
+    hosts = [i % s.nodes if s.ps_colocated else s.nodes + i for i in range(s.ps)]
+    if s.ps_rank_order == "ps-lite":
+        from runners.emulated import address
+
+        hosts = [hosts[i] for i in ps_rules.pslite_server_order([address(h) for h in hosts])]
+    return tuple(hosts)
+
+
 def _simulate(s: Scenario, net: NetworkCost, inter: network.Link, compute: Compute
               ) -> tuple[float, dict[str, Any], list[str]]:
     """The step played out (psstep.simulate): a worker's compute at its share of its
@@ -350,7 +368,8 @@ def _simulate(s: Scenario, net: NetworkCost, inter: network.Link, compute: Compu
                           rate, (compute.total - compute.t_b) * share, compute.t_b * share,
                           s.server_cost.per_byte, s.server_cost.per_client_byte,
                           own_hosts=not s.ps_colocated, sync=not s.ps_async,
-                          lead=psstep.ASYNC_LEAD, trial=s.trial_steps)
+                          lead=psstep.ASYNC_LEAD, trial=s.trial_steps,
+                          server_hosts=server_hosts(s))
     where = ("its busy workers and servers" if s.ps_colocated else
              "its busy processes (workers' hosts, then a host per server)")
     notes = [f"the step simulated tensor by tensor (harness/perfmodel/psstep.py): each "

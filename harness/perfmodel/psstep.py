@@ -86,6 +86,13 @@ Intel repeats' asynchronous errors (r5-r7: 15.6 / 33.4, 13.5 / 21.7, 18.5 / 33.2
 34.6 / 39.7, 30.0 / 36.7, 28.8 / 46.2%), and shows the unbounded rule's rank 0 33-66% too
 fast on 1 server x8 (README, "Performance model").
 
+`server_hosts` puts each server of `assignment` on its host: ps-lite numbers MXNet's
+servers by descending host address, not in launch order, so with two servers the one
+holding 75% of GoogLeNet's bytes runs beside worker 0 (frameworks/ps_rules.
+pslite_server_order; measured on all 48 two-server runs). With it (2026-12-05, in sample)
+11 of 16 held-out verdicts pass against 10, the 2-server asynchronous rows that were
+17-33% slow come within -1 to +8% on r6-r8, and r4's asynchronous rows all 13-19% fast.
+
 Its inputs are the model's usual ones and nothing else: the workers' core-seconds per
 step (the 1-worker run's compute at its share), the servers' cost (predict.ServerCost,
 fitted on <= 2-worker runs' telemetry), the placement rule, and the wire's rate. It was
@@ -184,7 +191,8 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
              backward_cs: float, per_byte: float, per_client_byte: float,
              steps: int = STEPS, own_hosts: bool = False,
              ingress: bool = True, sync: bool = True, lead: int | None = None,
-             queued: bool = True, trial: int | None = None) -> StepResult:
+             queued: bool = True, trial: int | None = None,
+             server_hosts: tuple[int, ...] | None = None) -> StepResult:
     """One steady synchronous step of `nodes` hosts of `per_node` workers with the servers
     of `assignment` ((tensor key, bytes, server) pieces; server i on host i mod nodes, or
     with `own_hosts` on host nodes + i, a host of its own with the same quota).
@@ -199,7 +207,9 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
     slowest: a worker begins step j once every other has begun step j - lead.
     `trial`, if given: the step as an interleaved run measures it (the module's
     docstring): every worker starts together, takes one untimed step and `trial` timed
-    ones, then stops; the step is worker 0's timed span over `trial`."""
+    ones, then stops; the step is worker 0's timed span over `trial`. `server_hosts`, if
+    given: the host of each server of `assignment` (ps-lite numbers servers by address,
+    not in launch order: frameworks/ps_rules.pslite_server_order)."""
     workers = nodes * per_node
     servers = 1 + max(s for _, _, s in assignment)
     pieces: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
@@ -211,7 +221,8 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
         slices.append((backward_cs * (frac - before), pieces.get(key, [])))
         before = frac
     whost = [w // per_node for w in range(workers)]
-    shost = [nodes + s if own_hosts else s % nodes for s in range(servers)]
+    shost = list(server_hosts[:servers]) if server_hosts is not None else [
+        nodes + s if own_hosts else s % nodes for s in range(servers)]
     hosts = nodes + servers if own_hosts else nodes
     # processes: workers 0.., then servers; each runs its CPU tasks in order
     host_of = whost + shost

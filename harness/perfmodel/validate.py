@@ -196,7 +196,11 @@ def scenario(r: dict, intra: network.Link, inter: network.Link) -> Scenario:
                     ps_colocated=ps_layout(spec) != "own",
                     cpus_per_host=r.get("cpus_per_host") or 0.0,
                     trial_steps=spec.get("steps") if r.get("trial_order") == "interleaved"
-                    else None)
+                    else None,
+                    # emulated hosts: the model knows their addresses, which ps-lite
+                    # numbers the servers by
+                    ps_rank_order="ps-lite" if r["framework"] in ps_rules.PSLITE_RANKS
+                    and r.get("link") else "launch")
 
 
 def scenario_for(store: Store, r: dict, intra: str = "shm", inter: str = "10gbe"
