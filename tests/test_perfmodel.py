@@ -257,6 +257,25 @@ def test_server_cost_fit_recovers_per_step_and_per_client_costs():
     assert fu == 0.0 and fk > 0
 
 
+def _two_server_cores() -> list[tuple[float, float]]:
+    """Mean cores of the servers on hosts 0 and 1 (the launcher's server0 and server1) of
+    every ok two-server run of the shipped scaling-emulated-ps-async repeats."""
+    import json
+    import sqlite3
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "experiments" / "measured"
+    out = []
+    for db in sorted(root.glob("scaling-emulated-ps-async-repeats/r*.db")):
+        con = sqlite3.connect(f"{db.as_uri()}?mode=ro&immutable=1", uri=True)
+        for (js,) in con.execute("SELECT cpu_cores_by_process_json FROM runs WHERE ps = 2 "
+                                 "AND status = 'ok'"):
+            cores = json.loads(js)
+            out.append((cores["server0"], cores["server1"]))
+        con.close()
+    return out
+
+
 def test_the_servers_cpu_does_not_split_by_their_bytes():
     """What the servers' cost per byte leaves out (README, "Asynchronous parameter
     servers, held out"): on every two-server run of the shipped scaling-emulated-ps-async
@@ -264,26 +283,14 @@ def test_the_servers_cpu_does_not_split_by_their_bytes():
     87 on the other, 3.05x the bytes), the busier server spent only 1.2-2.0x the other's
     CPU per step, sync and async, at 2, 4 and 8 clients: a cost per request (or CPU spent
     waiting) the model, whose servers' CPU is proportional to their bytes, does not have."""
-    import json
-    import sqlite3
     from collections import Counter
-    from pathlib import Path
 
     net = cost("googlenet", 32, 10)
     plc = placement.place([(t.key, t.nbytes) for t in net.tensors], 2, "mxnet", "googlenet")
     big, small = sorted(plc.bytes_per_server, reverse=True)
     assert big / small == pytest.approx(3.05, abs=0.01)
     assert sorted(Counter(s for _, _, s in plc.assignment).values()) == [86, 87]
-    root = Path(__file__).resolve().parent.parent / "experiments" / "measured"
-    ratios = []
-    for db in sorted(root.glob("scaling-emulated-ps-async-repeats/r*.db")):
-        con = sqlite3.connect(f"{db.as_uri()}?mode=ro&immutable=1", uri=True)
-        for (js,) in con.execute("SELECT cpu_cores_by_process_json FROM runs WHERE ps = 2 "
-                                 "AND status = 'ok'"):
-            cores = json.loads(js)
-            a, b = sorted((cores["server0"], cores["server1"]), reverse=True)
-            ratios.append(a / b)
-        con.close()
+    ratios = [max(a, b) / min(a, b) for a, b in _two_server_cores()]
     assert len(ratios) == 48  # repeats 1-8
     assert 1.2 < min(ratios) and max(ratios) < 2.0, ratios
 
@@ -296,9 +303,6 @@ def test_pslite_numbers_the_servers_by_descending_address():
     48 two-server runs of the shipped scaling-emulated-ps-async repeats the server on
     host 0 (the launcher's server0) spent more CPU than the one on host 1. The model put
     server i on host i until 2026-12-05."""
-    import json
-    import sqlite3
-    from pathlib import Path
 
     from frameworks import ps_rules
     from harness.perfmodel.predict import Scenario, server_hosts
@@ -321,15 +325,7 @@ def test_pslite_numbers_the_servers_by_descending_address():
     net = cost("googlenet", 32, 10)
     plc = placement.place([(t.key, t.nbytes) for t in net.tensors], 2, "mxnet", "googlenet")
     assert plc.bytes_per_server[1] > 3 * plc.bytes_per_server[0]
-    root = Path(__file__).resolve().parent.parent / "experiments" / "measured"
-    busier = []
-    for db in sorted(root.glob("scaling-emulated-ps-async-repeats/r*.db")):
-        con = sqlite3.connect(f"{db.as_uri()}?mode=ro&immutable=1", uri=True)
-        for (js,) in con.execute("SELECT cpu_cores_by_process_json FROM runs WHERE ps = 2 "
-                                 "AND nodes > 1 AND status = 'ok'"):
-            cores = json.loads(js)
-            busier.append(0 if cores["server0"] > cores["server1"] else 1)
-        con.close()
+    busier = [0 if host0 > host1 else 1 for host0, host1 in _two_server_cores()]
     assert busier == [0] * 48, busier
 
 
