@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from frameworks import ps_rules
+from frameworks.plan import node_of
 from harness.perfmodel import ModelInputError, network, overlap, placement, psstep
 from models.cost import NetworkCost, cost
 
@@ -343,10 +344,12 @@ def simulated(s: Scenario) -> bool:
 
 def server_hosts(s: Scenario) -> tuple[int, ...]:
     """The host of each server as the placement numbers them: the launcher starts server i
-    on host i mod nodes (nodes + i on hosts of their own: dnnbench's node_of); ps-lite
-    numbers them by those hosts' addresses instead (emulated hosts: runners/emulated's
-    address), so with two servers the placement's server 0 runs on host 1."""
-    hosts = [i % s.nodes if s.ps_colocated else s.nodes + i for i in range(s.ps)]
+    where frameworks/plan.node_of puts it (host i mod nodes, or nodes + i on hosts of
+    their own); ps-lite numbers them by those hosts' addresses instead (emulated hosts:
+    runners/emulated's address), so with two servers the placement's server 0 runs on
+    host 1."""
+    hosts = [node_of("server", i, s.nodes, s.devices_per_node, s.ps, not s.ps_colocated)
+             for i in range(s.ps)]
     if s.ps_rank_order == "ps-lite":
         from runners.emulated import address
 

@@ -110,6 +110,7 @@ from collections import Counter, defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from frameworks.plan import node_of
 from harness.perfmodel import overlap
 from models.cost import NetworkCost
 
@@ -194,8 +195,9 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
              queued: bool = True, trial: int | None = None,
              server_hosts: tuple[int, ...] | None = None) -> StepResult:
     """One steady synchronous step of `nodes` hosts of `per_node` workers with the servers
-    of `assignment` ((tensor key, bytes, server) pieces; server i on host i mod nodes, or
-    with `own_hosts` on host nodes + i, a host of its own with the same quota).
+    of `assignment` ((tensor key, bytes, server) pieces; each process on the host the
+    launcher puts it on, frameworks/plan.node_of: server i on host i mod nodes, or with
+    `own_hosts` on host nodes + i, a host of its own with the same quota).
     `forward_cs` and `backward_cs`: a worker's core-seconds per step; `bytes_per_s`: each
     host's egress and ingress (math.inf: free); `ingress` False shares the egress alone
     (the rule before 2026-12-03, kept to show the difference); `queued` False gives every
@@ -220,9 +222,9 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
     for key, _, frac in overlap.ready_times(net, 1.0):
         slices.append((backward_cs * (frac - before), pieces.get(key, [])))
         before = frac
-    whost = [w // per_node for w in range(workers)]
+    whost = [node_of("worker", w, nodes, per_node) for w in range(workers)]
     shost = list(server_hosts[:servers]) if server_hosts is not None else [
-        nodes + s if own_hosts else s % nodes for s in range(servers)]
+        node_of("server", s, nodes, per_node, servers, own_hosts) for s in range(servers)]
     hosts = nodes + servers if own_hosts else nodes
     # processes: workers 0.., then servers; each runs its CPU tasks in order
     host_of = whost + shost
