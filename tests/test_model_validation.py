@@ -776,10 +776,14 @@ def test_holdout_checks_that_asynchronous_ranks_kept_one_pace(tmp_path):
     # held under it: dist_async 14.0 / 25.6% FAIL), in sample for the servers' hosts
     (8, 1, [-5.9, -11.0, -1.0, 7.7], (True, 6.8, 11.0), (True, 7.2, 10.6)),
     (8, None, [-20.7, -43.0, -4.5, -30.1], (False, 25.4, 43.0), (True, 7.2, 10.6)),
+    # repeat 9 (2026-12-05), the first measured after both the trial and the servers'
+    # hosts (predictions written first, 5 of 6 held): its dist_sync rows all too fast
+    (9, 1, [-22.3, -6.8, -6.9, 4.5], (True, 6.8, 22.3), (False, 23.6, 29.4)),
+    (9, None, [-32.0, -56.2, -18.6, -32.4], (False, 32.2, 56.2), (False, 23.6, 29.4)),
 ])
 def test_the_readmes_ps_async_intel_repeats_recompute(tmp_path, monkeypatch, repeat, lead,
                                                       errors, verdict, sync):
-    """Repeats 4 to 8 of scaling-emulated-ps-async (Intel VM, 2026-12-04 and -05, measured
+    """Repeats 4 to 9 of scaling-emulated-ps-async (Intel VM, 2026-12-04 and -05, measured
     after the asynchronous model, predictions written first, each judged alone): the dist_async
     rows (1 server x4, x8, 2 servers x4, x8) under both rules, and the dist_sync verdict."""
     from harness.perfmodel import holdout, psstep
