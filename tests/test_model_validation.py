@@ -598,6 +598,15 @@ JUDGED_TOGETHER = {"scaling-emulated-ps-async-repeats": ("r1.db", "r2.db", "r3.d
 _VALIDATED: dict[str, object] = {}
 
 
+def repeat_dbs(folder: str) -> list:
+    """A shipped repeat set's databases, experiments/measured/<folder>/r1.db, r2.db, ...,
+    in the order they were measured (r10.db after r9.db, not after r1.db)."""
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parent.parent / "experiments" / "measured" / folder
+    return sorted(src.glob("r*.db"), key=lambda db: (len(db.name), db.name))
+
+
 def shipped_copies(tmp_path, folder: str, names: tuple[str, ...] | None = None) -> list:
     """Copies of a shipped repeat set's databases (experiments/measured/<folder>/r1.db,
     r2.db, ..., or those `names`) under tmp_path: opening a database may migrate it."""
@@ -606,7 +615,7 @@ def shipped_copies(tmp_path, folder: str, names: tuple[str, ...] | None = None) 
 
     src = Path(__file__).resolve().parent.parent / "experiments" / "measured" / folder
     (tmp_path / folder).mkdir(exist_ok=True)
-    dbs = [src / n for n in names] if names else sorted(src.glob("r*.db"))
+    dbs = [src / n for n in names] if names else repeat_dbs(folder)
     return [Path(shutil.copy(db, tmp_path / folder / db.name)) for db in dbs]
 
 
@@ -780,10 +789,13 @@ def test_holdout_checks_that_asynchronous_ranks_kept_one_pace(tmp_path):
     # hosts (predictions written first, 5 of 6 held): its dist_sync rows all too fast
     (9, 1, [-22.3, -6.8, -6.9, 4.5], (True, 6.8, 22.3), (False, 23.6, 29.4)),
     (9, None, [-32.0, -56.2, -18.6, -32.4], (False, 32.2, 56.2), (False, 23.6, 29.4)),
+    # repeat 10, a replication of repeat 9 (5 of 6 held): its dist_sync rows all too slow
+    (10, 1, [-5.7, -7.6, 15.3, 9.3], (True, 8.4, 15.3), (False, 29.6, 45.8)),
+    (10, None, [-10.1, -40.7, 15.3, -28.8], (False, 22.0, 40.7), (False, 29.6, 45.8)),
 ])
 def test_the_readmes_ps_async_intel_repeats_recompute(tmp_path, monkeypatch, repeat, lead,
                                                       errors, verdict, sync):
-    """Repeats 4 to 9 of scaling-emulated-ps-async (Intel VM, 2026-12-04 and -05, measured
+    """Repeats 4 to 10 of scaling-emulated-ps-async (Intel VM, 2026-12-04 and -05, measured
     after the asynchronous model, predictions written first, each judged alone): the dist_async
     rows (1 server x4, x8, 2 servers x4, x8) under both rules, and the dist_sync verdict."""
     from harness.perfmodel import holdout, psstep
@@ -838,7 +850,7 @@ def test_the_shipped_repeats_are_the_experiments_runs(experiment, flags, folder,
     want = {p.spec.config_hash() for p in load(root / "experiments" / experiment,
                                                flags).runs}
     assert len(want) == runs
-    dbs = sorted((root / "experiments" / "measured" / folder).glob("r*.db"))
+    dbs = repeat_dbs(folder)
     assert [db.name for db in dbs] == [f"r{i}.db" for i in range(1, len(dbs) + 1)], dbs
     assert dbs
     for i, db in enumerate(dbs, 1):
