@@ -240,6 +240,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with --holdout: fit one link per library, link and CPU limit "
                              "over all networks' 2-worker runs, instead of each curve's "
                              "link from its own 2-worker run")
+    p_pred.add_argument("--median-fit", action="store_true",
+                        help="with --holdout and several --db: also predict each repeat's "
+                             "runs with > 2 workers from the median sweep's small runs, "
+                             "so a repeat's error shows its own large runs' noise without "
+                             "its small runs' (one more validation per repeat)")
     p_pred.add_argument("--experiment", help="with --validate: only this experiment's runs")
     p_pred.add_argument("--links", action="store_true", help="list link profiles and exit")
 
@@ -1067,13 +1072,17 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.pooled_links and not args.holdout:
         raise UserError("--pooled-links chooses how --holdout fits links: use --validate "
                         "--holdout --pooled-links")
+    if args.median_fit and not (args.holdout and len(dbs) > 1):
+        raise UserError("--median-fit fits on the median of several repeats' small runs: "
+                        "use --validate --holdout with --db once per repeat (two or more)")
     if args.validate:
         require_file(args.db)
         if args.holdout and len(dbs) > 1:
             from harness.perfmodel import holdout, holdout_repeats
 
             try:
-                rep = holdout_repeats.validate(dbs, args.experiment, pooled=args.pooled_links)
+                rep = holdout_repeats.validate(dbs, args.experiment, pooled=args.pooled_links,
+                                               median_fit=args.median_fit)
             except (holdout.HoldoutError, StoreError) as exc:
                 raise UserError(str(exc)) from None
             print(holdout_repeats.table(rep))

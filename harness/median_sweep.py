@@ -17,12 +17,18 @@ Slurm job row). A whole run, not a median of each column: its telemetry, bytes a
 timings stay one measurement's and agree with each other. Configurations with no ok run
 in any repeat come from the first repeat that has them. Every repeat's microbenchmark
 rows (`comm`) are kept: they are fitted, not judged.
+
+With `keep_from` and `keep`, the configurations whose runs `keep` picks (the large runs a
+held-out check predicts) come from that one repeat instead: the small runs the model is
+fitted on are the median's, the runs it is judged on one repeat's own, so that repeat's
+held-out error carries its own large runs' noise and not the fit's (holdout_repeats).
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,11 +75,14 @@ def _same_experiments(paths: list[Path], per_repeat: list[list[dict]]) -> None:
                          "between them? Repeats must measure the same configurations")
 
 
-def build(repeats: list[str | Path], out: str | Path) -> MedianSweep:
+def build(repeats: list[str | Path], out: str | Path, keep_from: int | None = None,
+          keep: Callable[[dict], bool] | None = None) -> MedianSweep:
     """Write the median sweep of `repeats` (results databases of the same experiment, each
     opened once as a Store first, so an older one gains the current columns) to `out`, a
-    new file. StoreError names a repeat that is missing, not a results database, the same
-    file twice, a copy of another, or one of other experiments or configurations."""
+    new file; a configuration whose run in repeat `keep_from` is ok and `keep` accepts is
+    taken from that repeat instead of its median one (the module's docstring).
+    StoreError names a repeat that is missing, not a results database, the same file
+    twice, a copy of another, or one of other experiments or configurations."""
     paths = [Path(p) for p in repeats]
     seen: dict[Path, Path] = {}
     for p in paths:
@@ -111,7 +120,10 @@ def build(repeats: list[str | Path], out: str | Path) -> MedianSweep:
               if r is not None and r["status"] == "ok" and r["t_iter_s"] is not None]
         result.t_iter[key] = [r["t_iter_s"] if r is not None and r["status"] == "ok"
                               else None for r in slot]
-        if ok:
+        mine = slot[keep_from] if keep_from is not None and keep is not None else None
+        if mine is not None and mine["status"] == "ok" and keep(mine):
+            result.chosen[key] = keep_from
+        elif ok:
             ok.sort()
             result.chosen[key] = ok[(len(ok) - 1) // 2][1]  # the lower median
         else:

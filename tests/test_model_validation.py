@@ -496,10 +496,28 @@ def test_holdout_over_repeats_judges_the_median_sweep(tmp_path):
     spread, first, _, third, median = row.split()[-5:]
     assert (spread, first) == ("40.0%", "-28.6%"), row
     assert third in ("+0.0%", "-0.0%") and median in ("+0.0%", "-0.0%"), row
+    assert "with the median sweep's fit" not in text  # only when asked
+    # the median sweep's small runs fit, each repeat's own large runs judged: repeat 2's
+    # failure was its small runs' (now exact), repeat 1's its own large run's (still -28.6%)
+    fit = holdout_repeats.validate(dbs, median_fit=True)
+    assert [r.by_strategy()["ps-sync"]["pass"] for r in fit.median_fitted] == [
+        False, True, True]
+    assert all(r.error == pytest.approx(0.0, abs=1e-6) for r in fit.median_fitted[1].rows)
+    assert {r.run_id for r in fit.median_fitted[0].rows} == {r.run_id for r in rep.each[0].rows}
+    text = holdout_repeats.table(fit)
+    assert "ps-sync: with the median sweep's fit each repeat meets the targets in 2 of 3" in text
+    row = next(line for line in text.split("median sweep's small runs")[1].splitlines()
+               if "ps1 x8" in line)
+    cells = row.split()[-3:]
+    assert cells[0] == "-28.6%" and [c.lstrip("+-") for c in cells[1:]] == ["0.0%"] * 2, row
     # the CLI: the median sweep's verdict is the exit status; every repeat named
-    proc = run_cli("predict", "--validate", "--holdout", *(f"--db={d}" for d in dbs))
+    proc = run_cli("predict", "--validate", "--holdout", "--median-fit",
+                   *(f"--db={d}" for d in dbs))
     assert proc.returncode == 0, proc.stderr
     assert f"r3 = {dbs[2]}" in proc.stdout and "the median sweep in full:" in proc.stdout
+    assert "ps-sync, r2 with the median sweep's fit: median 0.0%, worst 0.0%: PASS" in proc.stdout
+    alone = run_cli("predict", "--validate", "--holdout", "--median-fit", "--db", str(dbs[0]))
+    assert alone.returncode == 2 and "two or more" in alone.stderr, alone.stderr
     # one repeat alone fails, and says so through its exit status
     assert run_cli("predict", "--validate", "--holdout", "--db", str(dbs[0])).returncode == 1
     # bad input: the same repeat twice, several databases outside --holdout
@@ -702,6 +720,31 @@ def test_the_readmes_repeated_measurements_recompute(tmp_path_factory, folder, s
     each = hosts if isinstance(hosts, tuple) else (hosts,) * len(alone)
     assert ("bytes per host, the emulated hosts' counters against the model: "
             + ", ".join(f"r{i} {n} of {n} runs ok" for i, n in enumerate(each, 1))) in text
+
+
+def test_the_intel_repeats_fitted_on_their_median_sweep(tmp_path):
+    """The README's "Whose noise fails a repeat": the seven Intel repeats of the ps-async
+    experiment (r4-r10) judged together, each repeat's large runs predicted from its own
+    small runs and from the median sweep's (--median-fit). Repeat 10's dist_sync, failed
+    by its own small runs, passes on the median's; repeat 9's does not, and repeats 4 and
+    5 fail on the median's where they passed on their own: a sweep's small runs carry its
+    machine's state to its large ones. The median sweep of all seven passes both."""
+    from harness.perfmodel import holdout_repeats
+
+    rep = holdout_repeats.validate(shipped_copies(
+        tmp_path, "scaling-emulated-ps-async-repeats", tuple(f"r{i}.db" for i in range(4, 11))),
+        median_fit=True)
+    verdicts = {s: ([r.by_strategy()[s]["pass"] for r in rep.each],
+                    [r.by_strategy()[s]["pass"] for r in rep.median_fitted])
+                for s in ("ps-sync", "ps-async")}
+    P, F = True, False
+    assert verdicts == {"ps-sync": ([P, P, P, P, P, F, F], [F, F, P, P, P, F, P]),
+                        "ps-async": ([F, F, P, F, P, P, P], [P, F, P, F, F, P, P])}, verdicts
+    r10 = rep.median_fitted[6].by_strategy()["ps-sync"]
+    assert (round(100 * r10["median"], 1), round(100 * r10["worst"], 1)) == (3.8, 18.6), r10
+    med = rep.median.by_strategy()
+    assert [(round(100 * med[s]["median"], 1), round(100 * med[s]["worst"], 1), med[s]["pass"])
+            for s in ("ps-sync", "ps-async")] == [(6.0, 18.6, True), (8.4, 13.5, True)], med
 
 
 def test_the_shipped_async_ranks_keep_one_pace():

@@ -11,6 +11,13 @@ each repeat on its own (what one sweep would have said) and the median sweep
 verdict is the one printed last and the exit status: the model judged on what the
 machine usually does, not on one draw. Between the two, each held-out configuration's
 measured spread over the repeats says how much of an error the machine alone could make.
+
+`median_fit` splits a repeat's error further: each repeat's large runs predicted from the
+median sweep's small runs (median_sweep.build's `keep`), the fit's noise taken out and the
+large runs' own left in. Where a repeat fails alone and passes so, what failed it was the
+few small runs its inputs were fitted on (the parameter servers' CPU per client, for
+instance, is the difference between a 1- and a 2-worker run: README, "Performance
+model"), and measuring those more often is the cure, not another model.
 """
 
 from __future__ import annotations
@@ -33,22 +40,39 @@ class Repeats:
     each: list[holdout.Result | str] = field(default_factory=list)
     #: run_id -> (experiment, config_hash), over every repeat and the median sweep
     config_of: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: with `median_fit`: each repeat's large runs predicted from the median sweep's small
+    #: runs, or why that could not be validated (empty without `median_fit`)
+    median_fitted: list[holdout.Result | str] = field(default_factory=list)
 
 
 def _configs(st: Store) -> dict[str, tuple[str, str]]:
     return {r["run_id"]: (r["experiment"], r["config_hash"]) for r in st.runs()}
 
 
+def _large(r: dict) -> bool:
+    return r["workers"] > holdout.FIT_MAX_WORKERS
+
+
 def validate(repeats: list[str | Path], experiment: str | None = None,
-             pooled: bool = False) -> Repeats:
-    """Each repeat's held-out result and the median sweep's. HoldoutError where the median
-    sweep itself cannot be validated (a repeat that cannot is reported, not fatal)."""
+             pooled: bool = False, median_fit: bool = False) -> Repeats:
+    """Each repeat's held-out result and the median sweep's (with `median_fit`, also each
+    repeat's large runs predicted from the median sweep's small ones). HoldoutError where
+    the median sweep itself cannot be validated (a repeat that cannot is reported, not
+    fatal)."""
     with tempfile.TemporaryDirectory(prefix="dnnbench-median-sweep-") as tmp:
         sweep = median_sweep.build(repeats, Path(tmp) / "median.db")
         with Store(sweep.path) as st:
             med = holdout.validate(st, experiment, pooled=pooled)
             config_of = _configs(st)
-    out = Repeats(sweep, med, config_of=config_of)
+        fitted: list[holdout.Result | str] = []
+        for i in range(len(sweep.repeats) if median_fit else 0):
+            hybrid = median_sweep.build(repeats, Path(tmp) / f"fit{i}.db", i, _large)
+            with Store(hybrid.path) as st:
+                try:
+                    fitted.append(holdout.validate(st, experiment, pooled=pooled))
+                except holdout.HoldoutError as exc:
+                    fitted.append(str(exc))
+    out = Repeats(sweep, med, config_of=config_of, median_fitted=fitted)
     for p in sweep.repeats:
         with Store(p, readonly=True) as st:
             out.config_of.update(_configs(st))
@@ -57,6 +81,37 @@ def validate(repeats: list[str | Path], experiment: str | None = None,
             except holdout.HoldoutError as exc:
                 out.each.append(str(exc))
     return out
+
+
+def _median_fit_lines(rep: Repeats, names: list[str], w: int) -> list[str]:
+    """The `median_fit` block: per held-out configuration, each repeat's error with the
+    median sweep's fit, and per strategy each repeat's verdict so."""
+    if not rep.median_fitted:
+        return []
+    errors: dict[tuple[str, str], list[tuple[float, bool] | None]] = {}
+    for i, res in enumerate(rep.median_fitted):
+        for row in [] if isinstance(res, str) else res.rows:
+            errors.setdefault(rep.config_of[row.run_id], [None] * len(names))[i] = (
+                row.error, row.disturbed)
+    lines = ["", "each repeat's large runs predicted from the median sweep's small runs "
+             "(the fit's noise taken out, each repeat's large runs' own left in):",
+             f"{'configuration (held out)':<{w}} " + "".join(f"{x:>7} " for x in names)]
+    for row in rep.median.rows:
+        errs = errors.get(rep.config_of[row.run_id], [None] * len(names))
+        lines.append((f"{row.label:<{w}} "
+                      + "".join(f"{e[0]:>+7.1%}{holdout.DISTURBED_MARK[e[1]]}"
+                                if e is not None else f"{'-':>7} " for e in errs)).rstrip())
+    alone = [res if isinstance(res, str) else res.by_strategy() for res in rep.median_fitted]
+    for s in rep.median.by_strategy():
+        verdicts = [(name, res.get(s)) for name, res in zip(names, alone)
+                    if not isinstance(res, str) and res.get(s) is not None]
+        lines += [f"{s}, {name} with the median sweep's fit: {_verdict(v)}"
+                  for name, v in verdicts]
+        lines.append(f"{s}: with the median sweep's fit each repeat meets the targets in "
+                     f"{sum(bool(v['pass']) for _, v in verdicts)} of {len(verdicts)}")
+    lines += [f"not validated with the median sweep's fit, {name}: {res}"
+              for name, res in zip(names, alone) if isinstance(res, str)]
+    return lines
 
 
 def _verdict(v: dict) -> str:
@@ -118,6 +173,7 @@ def table(rep: Repeats) -> str:
                      + (f" (median of their worst errors {median(worsts):.1%})"
                         if worsts else ""))
         lines.append(f"{s}, median sweep: {_verdict(med[s])}")
+    lines += _median_fit_lines(rep, names, w)
     checked = [(name, res.traffic) for name, res in zip(names, rep.each)
                if not isinstance(res, str) and res.traffic]
     if checked:
