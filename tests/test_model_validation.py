@@ -835,11 +835,16 @@ def test_holdout_checks_that_asynchronous_ranks_kept_one_pace(tmp_path):
     # repeat 10, a replication of repeat 9 (5 of 6 held): its dist_sync rows all too slow
     (10, 1, [-5.7, -7.6, 15.3, 9.3], (True, 8.4, 15.3), (False, 29.6, 45.8)),
     (10, None, [-10.1, -40.7, 15.3, -28.8], (False, 22.0, 40.7), (False, 29.6, 45.8)),
+    # repeat 11, on an AMD VM (2026-12-05, predictions written first, 6 of 8 held): its
+    # dist_sync passes, its 2-server dist_async rows 21-22% too slow
+    (11, 1, [-8.6, 4.2, 22.2, 21.0], (False, 14.8, 22.2), (True, 9.0, 12.7)),
+    (11, None, [-17.8, -53.0, 4.2, -36.6], (False, 27.2, 53.0), (True, 9.0, 12.7)),
 ])
 def test_the_readmes_ps_async_intel_repeats_recompute(tmp_path, monkeypatch, repeat, lead,
                                                       errors, verdict, sync):
-    """Repeats 4 to 10 of scaling-emulated-ps-async (Intel VM, 2026-12-04 and -05, measured
-    after the asynchronous model, predictions written first, each judged alone): the dist_async
+    """Repeats 4 to 11 of scaling-emulated-ps-async (4-10 on the Intel VM, 11 on an AMD one,
+    2026-12-04 and -05, measured after the asynchronous model, predictions written first,
+    each judged alone): the dist_async
     rows (1 server x4, x8, 2 servers x4, x8) under both rules, and the dist_sync verdict."""
     from harness.perfmodel import holdout, psstep
 
