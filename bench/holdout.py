@@ -101,7 +101,8 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=1,
                     help="measure each experiment this many times, a database each, and "
                          "judge the model over the repeats (default 1)")
-    ap.add_argument("--out", default=str(REPO / "results" / "bench-holdout.json"))
+    ap.add_argument("--out", help="the JSON summary (default: bench-holdout.json in "
+                                  "--results, beside the databases it judges)")
     a = ap.parse_args()
     if not 1 <= a.repeats <= 20:
         ap.error(f"--repeats {a.repeats}: give 1 to 20 (3 gives a median that one disturbed "
@@ -125,7 +126,7 @@ def main() -> int:
         except holdout.HoldoutError as exc:
             print(f"held-out validation impossible: {exc}")
             report.append({**entry, "error": str(exc)})
-    write_json(a.out, report)
+    write_json(a.out or str(Path(a.results) / "bench-holdout.json"), report)
     return 0
 
 
