@@ -108,6 +108,9 @@ class RunSpec:
     #: budget_s seconds of this run's own trials are spent.
     target_width: float = 0.03
     budget_s: float = 30.0
+    #: The same configuration measured again within one sweep (harness/replicates.py):
+    #: 0 is the first measurement; analyses use each configuration's median replicate.
+    replicate: int = 0
 
     @property
     def workers(self) -> int:
@@ -287,6 +290,11 @@ FIELDS: dict[str, Field] = {
                              "even if the interval is wider (30)", low=0, low_open=True,
                       high=30 * _DAY, axis=False, identity=False, since="0.3",
                       flag="--budget"),
+    "replicate": Field(int, "measure the same configuration again within one sweep: "
+                            "replicate = [0, 1, 2] under [matrix] measures it 3 times, the "
+                            "replicates spread through the sweep; analyses use each "
+                            "configuration's median replicate (0: the first)",
+                       low=0, high=99, since="0.6"),
 }
 #: Fields added after the first release, with their defaults (see RunSpec.config_hash).
 LATER_FIELDS: dict[str, Any] = {

@@ -11,6 +11,10 @@
     model = "alexnet"
     mode = "breakdown"
 
+A `replicate` axis measures configurations more than once in the sweep (replicate =
+[0, 1, 2], with [[exclude]] to replicate only some): the replicates are spread through the
+sweep's order and analyses use each configuration's median one (harness/replicates.py).
+
 Parsed and checked once, before anything runs; every error names the file, the key and
 the allowed values. Combinations the frameworks cannot run are kept as *skipped* runs
 with their reason (see `validate`), so the sweep reports them instead of hiding them.
@@ -29,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from frameworks.contract import FIELDS, RunSpec, SpecError, UnsupportedError, check_field, validate
+from harness import replicates
 
 SPEC_FIELDS = {f.name: f for f in fields(RunSpec)}
 TOP_KEYS = {"name", "description", "defaults", "matrix", "exclude", "slurm"}
@@ -195,7 +200,7 @@ def from_dict(data: dict[str, Any], src: str = "<experiment>",
             raise ExperimentError(f"{src}: {exc}") from None
     if not runs:
         raise ExperimentError(f"{src}: the matrix expands to no runs (check [[exclude]])")
-    return Experiment(name, data.get("description", ""), tuple(runs), src,
+    return Experiment(name, data.get("description", ""), tuple(replicates.spread(runs)), src,
                       _checked_slurm(src, data.get("slurm", {})))
 
 

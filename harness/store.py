@@ -82,6 +82,8 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
     ("ps_hosts", "TEXT", "", "where the parameter servers ran: shared (server i on worker "
      "host i, the scheduler or chief on host 0) or own (a host each, and one for the "
      "scheduler or chief); empty: no servers, or stored before it was recorded (shared)"),
+    ("replicate", "INTEGER", "", "which measurement of its configuration within the sweep "
+     "(0 or empty: the first; the replicate axis, harness/replicates.py)"),
     ("env", "TEXT", "", "where the worker's software came from: venv (the framework's "
      "virtual environment) or container (its image; the manifest names image and engine)"),
     ("data", "TEXT", "", "input: 'synthetic' or the dataset folder of a real pipeline"),

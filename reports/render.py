@@ -17,7 +17,7 @@ from typing import Any
 import jinja2
 
 from harness import analysis as T
-from harness import repeat, verdicts
+from harness import repeat, replicates, verdicts
 from harness.perfmodel import holdout, validate
 from harness.perfmodel.predict import predict
 from harness.store import RUN_COLUMNS, Store
@@ -189,7 +189,10 @@ def repeat_text(drifts: dict[str, repeat.Drift | None]) -> str:
 
 def build(store: Store, experiment: str | None = None) -> dict[str, Any]:
     runs = store.runs("WHERE experiment = ?", (experiment,)) if experiment else store.runs()
-    ok = [r for r in runs if r["status"] == "ok"]
+    ok_runs = [r for r in runs if r["status"] == "ok"]
+    # a configuration measured more than once in the sweep is analysed as its median
+    # replicate (harness/replicates.py); the run table still lists every replicate
+    ok = replicates.medians(ok_runs)
     bad = [r for r in runs if r["status"] != "ok"]
     checks = validate.checks(store, experiment)
     try:
@@ -212,7 +215,8 @@ def build(store: Store, experiment: str | None = None) -> dict[str, Any]:
         [(f"{r['framework']} {r['model']} {r['config']} x{r['workers']}",
           {p: r[p] for p in T.PHASES}) for r in bd.rows], T.PHASES) if bd else None
     return {
-        "experiment": experiment, "runs": runs, "ok": ok, "bad": bad,
+        "experiment": experiment, "runs": runs, "ok": ok_runs, "bad": bad,
+        "replicated": len(ok_runs) - len(ok),
         "frameworks": sorted({T.display(r["framework"]) for r in runs}),
         "experiments": sorted({r["experiment"] for r in runs}),
         "findings": T.findings(shoot, scale, rounds) + T.pipeline_findings(pipe),
@@ -257,6 +261,10 @@ def render_markdown(ctx: dict[str, Any]) -> str:
     out = [f"# dnnbench report{': ' + ctx['experiment'] if ctx['experiment'] else ''}", ""]
     out.append(f"{len(ctx['runs'])} runs ({len(ctx['ok'])} ok) of "
                f"{', '.join(ctx['frameworks'])}.")
+    if ctx["replicated"]:
+        out.append(f"{ctx['replicated']} ok runs are replicates of configurations measured "
+                   "more than once in their sweep: the tables use each configuration's "
+                   "median replicate.")
     for strategy, v in ctx["holdout"].items():
         out.append(f"Held-out prediction ({strategy}; every input fitted on runs with <= 2 "
                    f"workers): median absolute error {v['median'] * 100:.1f}%, worst "

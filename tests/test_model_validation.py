@@ -361,13 +361,15 @@ def test_holdout_of_one_worker_per_host_takes_the_cost_off_the_wire_from_a_1_hos
 
 def _ps_curve(store: Store, link: str, bytes_per_s: float, ps_hosts: str,
               slow_baseline: float = 1.0, slow: dict[tuple[int, int], float] | None = None,
-              tag: str = "") -> list[float]:
+              tag: str = "", replicate: int = 0,
+              configs: tuple[tuple[int, int], ...] = ((1, 1), (1, 2), (2, 2), (1, 4), (2, 4),
+                                                      (1, 8), (2, 8))) -> list[float]:
     """A parameter-server curve (1-8 workers, 1-2 servers) the model itself made from known
     inputs (worker compute 0.75 s, servers 1.4 core-ns per byte held + 0.6 per byte per
     client, the wire at the link's shaped rate), stored as runs with per-process telemetry;
     the 1-worker run's t_iter times `slow_baseline` (a disturbed baseline), and the run of
-    (servers, workers) times `slow[(ps, nodes)]`; run ids end in `tag` (one per repeat).
-    Returns each run's step beyond compute and servers (the wire's share)."""
+    (servers, workers) times `slow[(ps, nodes)]`; run ids end in `tag` (one per repeat);
+    `configs` (servers, workers) are stored as measurement `replicate` of each. Returns each run's step beyond compute and servers (the wire's share)."""
     from dataclasses import replace
 
     from frameworks.contract import RunSpec
@@ -380,10 +382,10 @@ def _ps_curve(store: Store, link: str, bytes_per_s: float, ps_hosts: str,
     truth = ServerCost(1.4e-9, 0.6e-9)
     lk = network.Link("truth", 0.0, 1 / bytes_per_s)
     shown = []
-    for ps, nodes in ((1, 1), (1, 2), (2, 2), (1, 4), (2, 4), (1, 8), (2, 8)):
+    for ps, nodes in configs:
         spec = RunSpec(framework="mxnet", model="resnet50", strategy="ps-sync", ps=ps,
                        nodes=nodes, batch_size=8, image_size=32, num_classes=10,
-                       link=link, cpus_per_host=0.25, ps_hosts=ps_hosts)
+                       link=link, cpus_per_host=0.25, ps_hosts=ps_hosts, replicate=replicate)
         row = collect.base_row(spec, "ps", f"ps{ps}x{nodes}{tag}", "ok")
         row["threads"] = None
         sc = replace(validate.scenario(row, lk, lk), server_cost=truth)
@@ -461,6 +463,41 @@ def test_holdout_outvotes_a_disturbed_one_worker_run(tmp_path, ps_hosts):
         assert set(scales) == {"ps1x1", "ps1x2", "ps2x2"}, r.fitted_from
         chosen = float(re.search(r"of the 1-worker step: (\d\.\d+)\)", r.fitted_from)[1])
         assert float(scales["ps1x1"]) > 1.3 * chosen, r.fitted_from
+
+
+def test_holdout_fits_on_each_small_configurations_median_replicate(tmp_path):
+    """One sweep whose small configurations were measured three times (the replicate axis,
+    harness/replicates.py), made by the model from known inputs (_ps_curve): the first
+    measurement of every 1- and 2-worker configuration 30% slow (the machine busy while
+    they ran), the replicates undisturbed but for one 20% fast. Fitted on the first
+    measurements alone, every large run is predicted more than 10% slow; on each small
+    configuration's median replicate, exactly. The table names the replicates it used."""
+    from harness.perfmodel import holdout
+
+    small = ((1, 1), (1, 2), (2, 2))
+    db = tmp_path / "replicated.db"
+    with Store(db) as store:
+        _ps_curve(store, "10gbit", 1.25e9, "shared", tag="r0",
+                  slow={c: 1.3 for c in small})
+        first = holdout.validate(store)
+        _ps_curve(store, "10gbit", 1.25e9, "shared", tag="r1", replicate=1, configs=small,
+                  slow={(1, 2): 0.8})
+        _ps_curve(store, "10gbit", 1.25e9, "shared", tag="r2", replicate=2, configs=small)
+        assert len(store.runs()) == 7 + 6
+        result = holdout.validate(store)
+    assert all(r.error > 0.1 for r in first.rows), [(r.label, r.error) for r in first.rows]
+    assert not first.replicated
+    assert len(result.rows) == 4
+    for r in result.rows:
+        assert r.error == pytest.approx(0.0, abs=1e-6), (r.label, r.error)
+        assert r.run_id.endswith("r0")  # the large runs, measured once
+    assert len(result.replicated) == 3
+    text = holdout.table(result)
+    line = next(x for x in text.splitlines() if "replicated" in x and "ps1 x2" in x)
+    assert "median of 3 replicates" in line, line
+    # in replicate order: the slow first, the fast second, the third between them
+    t = [float(v) for v in line.split("(")[-1].split(" ms")[0].split(", ")]
+    assert t[0] > t[2] > t[1], line
 
 
 def test_holdout_over_repeats_judges_the_median_sweep(tmp_path):

@@ -58,7 +58,7 @@ from dataclasses import dataclass, field, replace
 
 from frameworks.contract import PS_STRATEGIES
 from frameworks.plan import layout_note, ps_layout
-from harness import bottleneck, noise
+from harness import bottleneck, noise, replicates
 from harness.perfmodel import network, paces, placement, traffic
 from harness.perfmodel.measured import compute_from_baseline
 from harness.perfmodel.predict import Compute, Scenario, ServerCost, predict, ps_clients
@@ -134,6 +134,9 @@ class Result:
     #: the fitted (<= 2-worker) runs of the predicted curves that the probes flagged
     #: disturbed: a slow small run moves every prediction fitted on it
     disturbed_fits: list[str] = field(default_factory=list)
+    #: configurations measured more than once in the sweep (harness/replicates.py), each
+    #: used as its median replicate: what the replicates measured
+    replicated: list[str] = field(default_factory=list)
 
     def by_strategy(self) -> dict[str, dict[str, float | bool]]:
         out: dict[str, dict[str, float | bool]] = {}
@@ -546,7 +549,7 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
     if experiment:
         where += " AND experiment = ?"
         params = (experiment,)
-    stored = store.runs(where, params)
+    stored = replicates.medians(store.runs(where, params))
     runs = [r for r in stored if _modelled(r) or r["workers"] == 1]
     # larger runs of a strategy the model has no step for, named rather than dropped
     unmodelled = sorted({f"{_label(r)}: {_unmodelled(r)}" for r in stored
@@ -556,6 +559,10 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
         if _modelled(r):
             curves.setdefault(_key(r), []).append(r)
     result = Result(pooled=pooled, skipped=list(unmodelled))
+    result.replicated = [
+        f"{_label(r)}: median of {len(r['replicates_t_iter'])} replicates ("
+        + ", ".join(f"{t * 1e3:.0f}" for t in r["replicates_t_iter"]) + " ms)"
+        for r in runs if r.get("replicates_t_iter")]
     result.traffic = [t for t in map(traffic.check, runs) if t is not None]
     result.bottlenecks = [b for b in map(bottleneck.check, runs) if b is not None]
     result.rank_paces = [p for p in (paces.check(store, r) for r in runs) if p is not None]
@@ -777,6 +784,8 @@ def table(result: Result) -> str:
         lines.append(f"  link {fam}: {txt}")
     for fam, txt in result.servers.items():
         lines.append(f"  parameter servers' CPU, {fam}: {txt}")
+    for txt in result.replicated:
+        lines.append(f"  replicated, its median replicate used: {txt}")
     for r in result.rows:
         lines.append(f"  {r.label}: {r.fitted_from}")
     for s in result.skipped:
