@@ -64,6 +64,7 @@ def measure(experiment: Path, db: Path) -> float:
 def _json(result: holdout.Result) -> dict:
     return {"by_strategy": result.by_strategy(), "links": result.links,
             "servers": result.servers, "skipped": result.skipped,
+            "replicated": result.replicated,
             "rows": [{"configuration": r.label, "strategy": r.strategy, "workers": r.workers,
                       "measured_s": r.measured, "predicted_s": r.predicted,
                       "error": r.error, "fitted_from": r.fitted_from} for r in result.rows],

@@ -245,6 +245,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "runs with > 2 workers from the median sweep's small runs, "
                              "so a repeat's error shows its own large runs' noise without "
                              "its small runs' (one more validation per repeat)")
+    p_pred.add_argument("--replicate", type=number(int, 0, 99), metavar="J",
+                        help="with --holdout and one --db: a configuration measured more "
+                             "than once in the sweep (the replicate axis) is its replicate "
+                             "J, not its median replicate: what the sweep would have said "
+                             "had it measured each configuration once")
     p_pred.add_argument("--experiment", help="with --validate: only this experiment's runs")
     p_pred.add_argument("--links", action="store_true", help="list link profiles and exit")
 
@@ -1075,6 +1080,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.median_fit and not (args.holdout and len(dbs) > 1):
         raise UserError("--median-fit fits on the median of several repeats' small runs: "
                         "use --validate --holdout with --db once per repeat (two or more)")
+    if args.replicate is not None and not (args.holdout and len(dbs) == 1):
+        raise UserError("--replicate chooses which replicate of one sweep --holdout fits "
+                        "and judges: use --validate --holdout with one --db")
     if args.validate:
         require_file(args.db)
         if args.holdout and len(dbs) > 1:
@@ -1093,7 +1101,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
             with Store(args.db, readonly=True) as store:
                 try:
                     result = holdout.validate(store, args.experiment,
-                                              pooled=args.pooled_links)
+                                              pooled=args.pooled_links,
+                                              replicate=args.replicate)
                 except holdout.HoldoutError as exc:
                     raise UserError(str(exc)) from None
             print(holdout.table(result))

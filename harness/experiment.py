@@ -154,8 +154,9 @@ def from_dict(data: dict[str, Any], src: str = "<experiment>",
             raise ExperimentError(
                 f"{src}: matrix.{key} lists {repeated!r} more than once; each value gives "
                 "one run, so a repeat would add nothing. List it once; to measure a "
-                "configuration more often raise trials, or run the sweep again into "
-                "another database and judge the repeats together (--db A --db B)")
+                "configuration more often raise trials, add an axis replicate = [0, 1, 2] "
+                "(each configuration measured 3 times in this sweep), or run the sweep "
+                "again into another database and judge the repeats together (--db A --db B)")
     for key, value in (overrides or {}).items():
         if key in axes:  # a flag holds over the sweep too: the file's runs narrowed to it
             axes[key] = [value]

@@ -18,7 +18,9 @@ several times *within* the sweep keeps the hour and takes out the minute.
 - `medians` gives each configuration one run: the ok replicate with the median t_iter
   (the lower median for an even count: a real run with its own telemetry, never an
   average, as in harness/median_sweep.py), with every ok replicate's t_iter in
-  `replicates_t_iter`. Configurations measured once pass through unchanged.
+  `replicates_t_iter`. Configurations measured once pass through unchanged. `prefer`
+  picks one replicate instead (`dnnbench predict --validate --holdout --replicate J`):
+  what the same sweep would have said with each configuration measured once.
 """
 
 from __future__ import annotations
@@ -34,22 +36,31 @@ T = TypeVar("T")
 
 
 def _spec(row: dict) -> RunSpec:
-    spec = row["spec_json"]
+    """The run's RunSpec from a store row (`spec_json`) or a results frame's (`spec`)."""
+    spec = row.get("spec_json") or row.get("spec")
     return RunSpec.from_dict(spec if isinstance(spec, dict) else json.loads(spec))
+
+
+def replicate_of(row: dict) -> int:
+    """0 for rows stored before replicates existed (None, or NaN in a pandas frame)."""
+    rep = row.get("replicate")
+    return 0 if rep is None or rep != rep else int(rep)
 
 
 def configuration(row: dict) -> tuple[str, str]:
     """A stored run's configuration: its experiment and config hash with the replicate
-    left out (rows stored before replicates existed hold replicate 0 or none)."""
-    if not row.get("replicate"):
+    left out."""
+    if not replicate_of(row):
         return row["experiment"], row["config_hash"]
     return row["experiment"], replace(_spec(row), replicate=0).config_hash()
 
 
-def medians(rows: list[dict]) -> list[dict]:
+def medians(rows: list[dict], prefer: int | None = None) -> list[dict]:
     """One row per configuration, in order of first appearance: its median ok replicate
-    (with `replicates_t_iter`, every ok replicate's t_iter in replicate order), or, where
-    no replicate is ok, its first replicate's row."""
+    (with `replicates_t_iter`, every ok replicate's t_iter in replicate order, and
+    `replicate_chosen`, why this one), or, where no replicate is ok, its first replicate's
+    row. `prefer`: replicate `prefer` instead of the median where it is ok (what the sweep
+    would have said had it measured each configuration once)."""
     by_config: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
         by_config.setdefault(configuration(r), []).append(r)
@@ -58,13 +69,19 @@ def medians(rows: list[dict]) -> list[dict]:
         if len(members) == 1:
             out.append(members[0])
             continue
-        members = sorted(members, key=lambda m: m.get("replicate") or 0)
+        members = sorted(members, key=replicate_of)
         ok = [m for m in members if m["status"] == "ok" and m.get("t_iter_s") is not None]
         if not ok:
             out.append(members[0])
             continue
-        pick = dict(sorted(ok, key=lambda m: m["t_iter_s"])[(len(ok) - 1) // 2])
+        chosen = [m for m in ok if replicate_of(m) == prefer]
+        if chosen:
+            pick, why = dict(chosen[0]), "as asked"
+        else:
+            pick = dict(sorted(ok, key=lambda m: m["t_iter_s"])[(len(ok) - 1) // 2])
+            why = "the median"
         pick["replicates_t_iter"] = [m["t_iter_s"] for m in ok]
+        pick["replicate_chosen"] = why
         out.append(pick)
     return out
 

@@ -120,11 +120,13 @@ def verdicts(res: Results, mode: str = "throughput") -> pd.DataFrame:
     and whether the report would state it with confidence."""
     import itertools
 
+    from harness import replicates
     from harness import verdicts as V
     from harness.analysis import config
 
     ok = res.runs[(res.runs["status"] == "ok") & (res.runs["mode"] == mode)]
-    rows = [r for r in ok.to_dict("records") if r.get("data") in (None, "synthetic")]
+    rows = replicates.medians([r for r in ok.to_dict("records")
+                               if r.get("data") in (None, "synthetic")])
     rounds = V.round_times(res.trials.to_dict("records"))
     by: dict[tuple, list[dict]] = {}
     for r in rows:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from frameworks.plan import ps_layout
+from harness import replicates
 
 
 def synthetic(r: dict) -> bool:
@@ -69,7 +70,9 @@ def efficiency(r: dict, base: dict | None) -> float | None:
 
 def points(runs: list[dict]) -> list[dict]:
     """Every multi-worker throughput run with its baseline and efficiency: the rows of the
-    report's scaling table and of `results.scaling` (one function, so the two agree)."""
+    report's scaling table and of `results.scaling` (one function, so the two agree); a
+    configuration measured more than once in its sweep is its median replicate."""
+    runs = replicates.medians(runs)
     out = []
     for r in runs:
         if r["mode"] != "throughput" or r["workers"] == 1 or r["status"] != "ok":

@@ -471,8 +471,10 @@ def test_holdout_fits_on_each_small_configurations_median_replicate(tmp_path):
     measurement of every 1- and 2-worker configuration 30% slow (the machine busy while
     they ran), the replicates undisturbed but for one 20% fast. Fitted on the first
     measurements alone, every large run is predicted more than 10% slow; on each small
-    configuration's median replicate, exactly. The table names the replicates it used."""
+    configuration's median replicate, exactly; on replicate 0 (`--replicate 0`) as on the
+    first measurements alone. The table names the replicates it used."""
     from harness.perfmodel import holdout
+    from tests.conftest import run_cli
 
     small = ((1, 1), (1, 2), (2, 2))
     db = tmp_path / "replicated.db"
@@ -485,6 +487,9 @@ def test_holdout_fits_on_each_small_configurations_median_replicate(tmp_path):
         _ps_curve(store, "10gbit", 1.25e9, "shared", tag="r2", replicate=2, configs=small)
         assert len(store.runs()) == 7 + 6
         result = holdout.validate(store)
+        # one replicate of each, as if the sweep had measured them once
+        as_first = holdout.validate(store, replicate=0)
+        as_third = holdout.validate(store, replicate=2)
     assert all(r.error > 0.1 for r in first.rows), [(r.label, r.error) for r in first.rows]
     assert not first.replicated
     assert len(result.rows) == 4
@@ -493,11 +498,22 @@ def test_holdout_fits_on_each_small_configurations_median_replicate(tmp_path):
         assert r.run_id.endswith("r0")  # the large runs, measured once
     assert len(result.replicated) == 3
     text = holdout.table(result)
-    line = next(x for x in text.splitlines() if "replicated" in x and "ps1 x2" in x)
-    assert "median of 3 replicates" in line, line
+    line = next(x for x in text.splitlines() if "more than once" in x and "ps1 x2" in x)
+    assert "3 replicates (" in line and "replicate 2 used (the median)" in line, line
     # in replicate order: the slow first, the fast second, the third between them
-    t = [float(v) for v in line.split("(")[-1].split(" ms")[0].split(", ")]
+    t = [float(v) for v in line.split("replicates (")[1].split(" ms")[0].split(", ")]
     assert t[0] > t[2] > t[1], line
+    assert [r.error for r in as_first.rows] == pytest.approx([r.error for r in first.rows])
+    assert all(r.error == pytest.approx(0.0, abs=1e-6) for r in as_third.rows)
+    assert "replicate 0 used (as asked)" in holdout.table(as_first)
+    # the CLI: --replicate on one sweep; refused where it means nothing
+    proc = run_cli("predict", "--validate", "--holdout", "--replicate", "0", "--db", str(db))
+    assert proc.returncode == 1 and "replicate 0 used (as asked)" in proc.stdout, proc.stderr
+    assert run_cli("predict", "--validate", "--holdout", "--db", str(db)).returncode == 0
+    bad = run_cli("predict", "--validate", "--replicate", "1", "--db", str(db))
+    assert bad.returncode == 2 and "--replicate" in bad.stderr, bad.stderr
+    bad = run_cli("predict", "--validate", "--holdout", "--replicate", "-1", "--db", str(db))
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr
 
 
 def test_holdout_over_repeats_judges_the_median_sweep(tmp_path):
@@ -784,6 +800,38 @@ def test_the_intel_repeats_fitted_on_their_median_sweep(tmp_path):
             for s in ("ps-sync", "ps-async")] == [(6.0, 18.6, True), (8.4, 13.5, True)], med
 
 
+def test_the_replicated_sweep_judged_on_each_replicate(tmp_path):
+    """The README's "Replicates within one sweep": the shipped replicated sweep (its six
+    1- and 2-worker configurations measured three times, spread through it) judged on its
+    median replicates and on each replicate alone (`--replicate J`: what the sweep would
+    have said had it measured them once). dist_sync passes on the median and on replicates
+    1 and 2, fails on replicate 0 (its 2-worker 1-server run the fastest of three, 639 ms
+    against 739 and 820); dist_async fails every way. The 1-server 2-worker run's server
+    spent 96, 111 and 128 core-ms per step over the three while the 1-worker run's spent
+    75-77: the cost of a second client, the fit's input, 19 to 53 core-ms in one sweep."""
+    import json
+
+    from harness.perfmodel import holdout
+
+    (db,) = shipped_copies(tmp_path, "scaling-emulated-ps-replicated-repeats")
+    with Store(db) as store:
+        got = {}
+        for j in (None, 0, 1, 2):
+            res = holdout.validate(store, replicate=j).by_strategy()
+            got[j] = {s: (round(100 * v["median"], 1), round(100 * v["worst"], 1), v["pass"])
+                      for s, v in res.items()}
+        server = {}
+        for r in store.runs("WHERE strategy = 'ps-sync' AND ps = 1 AND workers <= 2"):
+            cores = json.loads(r["cpu_cores_by_process_json"])
+            server[(r["workers"], r["replicate"])] = round(cores["server0"] * r["t_iter_s"] * 1e3)
+    assert got[None] == {"ps-sync": (5.7, 10.6, True), "ps-async": (11.5, 20.5, False)}, got
+    assert got[0] == {"ps-sync": (13.8, 15.1, False), "ps-async": (14.3, 19.9, False)}, got
+    assert got[1] == {"ps-sync": (6.0, 10.7, True), "ps-async": (12.5, 22.9, False)}, got
+    assert got[2] == {"ps-sync": (9.7, 14.5, True), "ps-async": (12.9, 19.3, False)}, got
+    assert [server[(1, j)] for j in range(3)] == [77, 75, 75], server
+    assert [server[(2, j)] for j in range(3)] == [96, 111, 128], server
+
+
 def test_the_shipped_async_ranks_keep_one_pace():
     """psstep bounds how far an asynchronous worker may lead (ASYNC_LEAD) because the
     measured ranks keep one pace: in every shipped multi-host dist_async run each rank's
@@ -921,6 +969,7 @@ NOT_OK_RUNS = {
     ("shi2017-emulated.toml", {"framework": "tensorflow"}, "shi2017-emulated-tensorflow-repeats",
      15),
     ("scaling-emulated-ps-async.toml", {}, "scaling-emulated-ps-async-repeats", 14),
+    ("scaling-emulated-ps-replicated.toml", {}, "scaling-emulated-ps-replicated-repeats", 26),
 ])
 def test_the_shipped_repeats_are_the_experiments_runs(experiment, flags, folder, runs):
     """The shipped repeats hold exactly the runs that `dnnbench run -e

@@ -95,11 +95,29 @@ def test_medians_keep_one_real_run_per_configuration():
     assert rows[0].get("replicates_t_iter") is None  # the caller's rows are not changed
 
 
+def test_scaling_compares_with_the_baselines_median_replicate():
+    """A 1-worker baseline measured three times (the slowest first): the 2-worker run's
+    efficiency is against the median replicate, in the report's rows and results.scaling
+    alike (one function), and the replicates are not scaling points of their own."""
+    from harness import collect, scaling
+
+    rows = []
+    for rep, nodes, t in ((0, 1, 1.5), (1, 1, 1.0), (2, 1, 1.2), (0, 2, 1.6)):
+        spec = RunSpec(framework="torch", model="googlenet", strategy="allreduce",
+                       nodes=nodes, replicate=rep if nodes == 1 else 0)
+        row = collect.base_row(spec, "e", f"x{nodes}r{rep}", "ok")
+        row.update(t_iter_s=t, threads=1, images_per_s=32 * nodes / t)
+        rows.append(row)
+    (pt,) = scaling.points(rows)
+    assert pt["baseline_run_id"] == "x1r2" and pt["efficiency"] == pytest.approx(1.2 / 1.6)
+
+
 def test_a_replicated_sweep_stores_each_replicate_resumes_and_reports_the_median(
         tmp_path, torch_env):
     """A real (tiny) sweep with replicate = [0, 1, 2]: three runs stored, each with its
     replicate; a rerun measures nothing; the report's tables show the configuration once
     (its median replicate) and say why, while its run table lists all three."""
+    from harness import results
     from reports import render
 
     exp = tmp_path / "rep.toml"
@@ -135,6 +153,9 @@ replicate = [0, 1, 2]
     (shown,) = [r for r in ctx["sections"][0][3][0].rows]  # the shoot-out: one row
     median = sorted(t for _, _, t in stored)[1]
     assert shown["t_iter_ms"] == pytest.approx(median * 1e3), (shown, stored)
+    # the results API compares frameworks, not a framework's replicates with each other
+    res = results.load(db)
+    assert len(res.runs) == 3 and results.verdicts(res).empty
     html = render.render_html(ctx)
     assert "2 ok runs are replicates" in html
     assert "replicates of configurations" in render.render_markdown(ctx)

@@ -539,9 +539,12 @@ def _modelled(r: dict) -> bool:
     return r["strategy"] in STRATEGY_MAP or asynchronous(r)
 
 
-def validate(store: Store, experiment: str | None = None, pooled: bool = False) -> Result:
+def validate(store: Store, experiment: str | None = None, pooled: bool = False,
+             replicate: int | None = None) -> Result:
     """Fit on runs with <= FIT_MAX_WORKERS workers, predict the larger ones (the link
-    per curve, or per link family with `pooled`)."""
+    per curve, or per link family with `pooled`). A configuration measured more than once
+    in the sweep is its median replicate, or its replicate `replicate` where given
+    (harness/replicates.py)."""
     from harness.commbench import fitted_link
 
     where = f"WHERE status = 'ok' AND mode = 'throughput' AND {SYNTHETIC}"
@@ -549,7 +552,7 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
     if experiment:
         where += " AND experiment = ?"
         params = (experiment,)
-    stored = replicates.medians(store.runs(where, params))
+    stored = replicates.medians(store.runs(where, params), prefer=replicate)
     runs = [r for r in stored if _modelled(r) or r["workers"] == 1]
     # larger runs of a strategy the model has no step for, named rather than dropped
     unmodelled = sorted({f"{_label(r)}: {_unmodelled(r)}" for r in stored
@@ -560,8 +563,9 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False) 
             curves.setdefault(_key(r), []).append(r)
     result = Result(pooled=pooled, skipped=list(unmodelled))
     result.replicated = [
-        f"{_label(r)}: median of {len(r['replicates_t_iter'])} replicates ("
-        + ", ".join(f"{t * 1e3:.0f}" for t in r["replicates_t_iter"]) + " ms)"
+        f"{_label(r)}: {len(r['replicates_t_iter'])} replicates ("
+        + ", ".join(f"{t * 1e3:.0f}" for t in r["replicates_t_iter"])
+        + f" ms), replicate {replicates.replicate_of(r)} used ({r['replicate_chosen']})"
         for r in runs if r.get("replicates_t_iter")]
     result.traffic = [t for t in map(traffic.check, runs) if t is not None]
     result.bottlenecks = [b for b in map(bottleneck.check, runs) if b is not None]
@@ -785,7 +789,7 @@ def table(result: Result) -> str:
     for fam, txt in result.servers.items():
         lines.append(f"  parameter servers' CPU, {fam}: {txt}")
     for txt in result.replicated:
-        lines.append(f"  replicated, its median replicate used: {txt}")
+        lines.append(f"  measured more than once in the sweep: {txt}")
     for r in result.rows:
         lines.append(f"  {r.label}: {r.fitted_from}")
     for s in result.skipped:
