@@ -93,6 +93,11 @@ def test_medians_keep_one_real_run_per_configuration():
     assert "replicates_t_iter" not in out[1] and "replicates_t_iter" not in out[3]
     assert out[4]["experiment"] == "f"  # another experiment's replicate is its own
     assert rows[0].get("replicates_t_iter") is None  # the caller's rows are not changed
+    # one replicate asked for (--replicate 1): taken where it is ok, else the median
+    picked = replicates.medians(rows, prefer=1)
+    assert [r["run_id"] for r in picked] == ["1-1", "old", "2-2", "4-0", "1-1"]
+    assert [r.get("replicate_chosen") for r in picked] == ["as asked", None, "the median",
+                                                           None, None]
 
 
 def test_scaling_compares_with_the_baselines_median_replicate():
