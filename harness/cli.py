@@ -250,6 +250,12 @@ def build_parser() -> argparse.ArgumentParser:
                              "than once in the sweep (the replicate axis) is its replicate "
                              "J, not its median replicate: what the sweep would have said "
                              "had it measured each configuration once")
+    p_pred.add_argument("--server-requests", action="store_true",
+                        help="with --holdout: the parameter servers' CPU gets a cost per "
+                             "request (each worker's push and pull of each piece a server "
+                             "holds, whatever its bytes) beside its cost per byte, fitted "
+                             "where the small runs' servers hold different pieces per byte "
+                             "(README, \"What a request costs a server\")")
     p_pred.add_argument("--experiment", help="with --validate: only this experiment's runs")
     p_pred.add_argument("--links", action="store_true", help="list link profiles and exit")
 
@@ -1083,6 +1089,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.replicate is not None and not (args.holdout and len(dbs) == 1):
         raise UserError("--replicate chooses which replicate of one sweep --holdout fits "
                         "and judges: use --validate --holdout with one --db")
+    if args.server_requests and not args.holdout:
+        raise UserError("--server-requests chooses how --holdout fits the servers' CPU: use "
+                        "--validate --holdout --server-requests")
     if args.validate:
         require_file(args.db)
         if args.holdout and len(dbs) > 1:
@@ -1090,7 +1099,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
             try:
                 rep = holdout_repeats.validate(dbs, args.experiment, pooled=args.pooled_links,
-                                               median_fit=args.median_fit)
+                                               median_fit=args.median_fit,
+                                               requests=args.server_requests)
             except (holdout.HoldoutError, StoreError) as exc:
                 raise UserError(str(exc)) from None
             print(holdout_repeats.table(rep))
@@ -1102,7 +1112,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
                 try:
                     result = holdout.validate(store, args.experiment,
                                               pooled=args.pooled_links,
-                                              replicate=args.replicate)
+                                              replicate=args.replicate,
+                                              requests=args.server_requests)
                 except holdout.HoldoutError as exc:
                     raise UserError(str(exc)) from None
             print(holdout.table(result))

@@ -1,7 +1,7 @@
 """A parameter server's load per step, read from stored runs (issue #17).
 
 The held-out model fits each server's CPU per step on runs with 1 and 2 clients and
-extrapolates it to 8 (perfmodel/holdout.py `_fit_servers`). Whether that can work is a
+extrapolates it to 8 (perfmodel/servercost.py `fit`). Whether that can work is a
 question about the server, not the model: does its CPU per step grow linearly with its
 clients, and does anything else change as they are added? Every run stores what answers
 it (harness/telemetry.py): each process's mean cores, its threads' context switches

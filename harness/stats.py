@@ -75,3 +75,28 @@ def intervals_overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
     if any(math.isnan(v) for v in (*a, *b)):
         return True
     return a[0] <= b[1] and b[0] <= a[1]
+
+
+def least_squares(rows: list[list[float]], ys: list[float]) -> list[float] | None:
+    """The coefficients x minimising the sum of (y - row . x)^2 over rows and ys (normal
+    equations, scaled to a unit diagonal and solved with partial pivoting); None where the
+    columns are (nearly) dependent, so the points cannot tell their coefficients apart."""
+    m = len(rows[0]) if rows else 0
+    if not m:
+        return None
+    a = [[sum(r[i] * r[j] for r in rows) for j in range(m)]
+         + [sum(r[i] * y for r, y in zip(rows, ys))] for i in range(m)]
+    scale = [math.sqrt(a[i][i]) or 1.0 for i in range(m)]
+    # a unit diagonal, so that "nearly dependent" means the same in any units
+    a = [[a[i][j] / (scale[i] * scale[j]) for j in range(m)] + [a[i][m] / scale[i]]
+         for i in range(m)]
+    for col in range(m):
+        piv = max(range(col, m), key=lambda i: abs(a[i][col]))
+        if abs(a[piv][col]) <= 1e-12:
+            return None
+        a[col], a[piv] = a[piv], a[col]
+        for i in range(m):
+            if i != col:
+                f = a[i][col] / a[col][col]
+                a[i] = [x - f * y for x, y in zip(a[i], a[col])]
+    return [a[i][m] / a[i][i] / scale[i] for i in range(m)]

@@ -363,23 +363,27 @@ def _ps_curve(store: Store, link: str, bytes_per_s: float, ps_hosts: str,
               slow_baseline: float = 1.0, slow: dict[tuple[int, int], float] | None = None,
               tag: str = "", replicate: int = 0,
               configs: tuple[tuple[int, int], ...] = ((1, 1), (1, 2), (2, 2), (1, 4), (2, 4),
-                                                      (1, 8), (2, 8))) -> list[float]:
+                                                      (1, 8), (2, 8)),
+              per_request: float = 0.0) -> list[float]:
     """A parameter-server curve (1-8 workers, 1-2 servers) the model itself made from known
     inputs (worker compute 0.75 s, servers 1.4 core-ns per byte held + 0.6 per byte per
     client, the wire at the link's shaped rate), stored as runs with per-process telemetry;
     the 1-worker run's t_iter times `slow_baseline` (a disturbed baseline), and the run of
     (servers, workers) times `slow[(ps, nodes)]`; run ids end in `tag` (one per repeat);
-    `configs` (servers, workers) are stored as measurement `replicate` of each. Returns each run's step beyond compute and servers (the wire's share)."""
+    `configs` (servers, workers) are stored as measurement `replicate` of each; the
+    servers' cost gains `per_request` core-seconds per piece per client where given.
+    Returns each run's step beyond compute and servers (the wire's share)."""
     from dataclasses import replace
 
     from frameworks.contract import RunSpec
     from harness import collect
-    from harness.perfmodel import holdout, network, validate
+    from harness.perfmodel import network, placement, validate
     from harness.perfmodel.predict import Compute, ServerCost, predict, simulated
     from harness.store import RunRecord
+    from models.cost import cost
 
     worker = Compute(0.25, 0.5)
-    truth = ServerCost(1.4e-9, 0.6e-9)
+    truth = ServerCost(1.4e-9, 0.6e-9, per_request)
     lk = network.Link("truth", 0.0, 1 / bytes_per_s)
     shown = []
     for ps, nodes in configs:
@@ -395,11 +399,10 @@ def _ps_curve(store: Store, link: str, bytes_per_s: float, ps_hosts: str,
         t = (p.t_iter * (slow_baseline if nodes == 1 else 1.0)
              * (slow or {}).get((ps, nodes), 1.0))
         # the servers' core-seconds per step, as telemetry would give them
-        plc = holdout.placement.place(
-            [(x.key, x.nbytes) for x in holdout.cost("resnet50", 32, 10).tensors], ps,
-            sc.ps_placement, "resnet50")
-        cores = {f"server{i}": truth.core_seconds(b, nodes) / t
-                 for i, b in enumerate(plc.bytes_per_server)}
+        plc = placement.place([(x.key, x.nbytes) for x in cost("resnet50", 32, 10).tensors],
+                              ps, sc.ps_placement, "resnet50")
+        cores = {f"server{i}": truth.core_seconds(b, nodes, k) / t
+                 for i, (b, k) in enumerate(zip(plc.bytes_per_server, plc.tensors_per_server))}
         row.update(t_iter_s=t, t_iter_low_s=t, t_iter_high_s=t, manifest_json=json.dumps({}),
                    cpu_cores_by_process_json=json.dumps({"worker0": 0.2, **cores}))
         store.add(RunRecord(row))
@@ -439,6 +442,25 @@ def test_holdout_fits_the_servers_cpu_from_small_runs_and_carries_it_to_8_hosts(
     assert "parameter servers' CPU" in holdout.table(result)
     (named,) = result.links.values()
     assert "the wire's shaped rate" in named and f"{bytes_per_s / 1e9:.3f} GB/s" in named, named
+
+
+def test_holdout_with_server_requests_recovers_a_cost_per_request(tmp_path):
+    """The same curve made with a cost per request as well (150 core-us per piece per
+    client; MXNet splits ResNet-50's 161 tensors unevenly over 2 servers, so the small
+    runs' servers tell it apart): `requests=True` fits it back and predicts the 4- and
+    8-host runs exactly; the fit per byte alone cannot, and misses them."""
+    from harness.perfmodel import holdout
+
+    with Store(tmp_path / "ps.db") as store:
+        _ps_curve(store, "1gbit", 1.25e8, "shared", per_request=150e-6)
+        plain, req = holdout.validate(store), holdout.validate(store, requests=True)
+    assert len(req.rows) == 4
+    assert all(r.error == pytest.approx(0.0, abs=1e-6) for r in req.rows), \
+        [(r.label, r.error) for r in req.rows]
+    (fitted,) = req.servers.values()
+    assert fitted.startswith("1.400 core-ns per byte held + 0.600 per byte per client + "
+                             "150.0 core-us per request"), fitted
+    assert max(abs(r.error) for r in plain.rows) > 0.02, [r.error for r in plain.rows]
 
 
 @pytest.mark.parametrize("ps_hosts", ["shared", "own"])

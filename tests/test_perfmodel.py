@@ -245,16 +245,43 @@ def test_server_cost_fit_recovers_per_step_and_per_client_costs():
     """The held-out fit of the servers' CPU is the model run backwards: core-seconds made
     from known costs at 1 and 2 clients (1 and 2 servers) give those costs back; one
     client count cannot separate them."""
-    from harness.perfmodel import holdout
+    from harness.perfmodel.servercost import ServerPoint, fit
 
     u, k = 1.3e-9, 0.45e-9
-    pts = [(b, n, b * (u + n * k)) for b, n in ((94e6, 1), (94e6, 2), (47e6, 2), (47e6, 2))]
-    fu, fk = holdout._fit_servers(pts)
-    assert fu == pytest.approx(u) and fk == pytest.approx(k)
-    assert holdout._fit_servers([p for p in pts if p[1] == 2]) is None
+    pts = [ServerPoint(b, n, b * (u + n * k), 100) for b, n in
+           ((94e6, 1), (94e6, 2), (47e6, 2), (47e6, 2))]
+    fu, fk, fr = fit(pts)
+    assert fu == pytest.approx(u) and fk == pytest.approx(k) and fr == 0.0
+    assert fit([p for p in pts if p.clients == 2]) is None
     # a negative per-step share is clamped: everything per client
-    fu, fk = holdout._fit_servers([(1e6, 1, 1e-3), (1e6, 2, 3e-3)])
+    fu, fk, _ = fit([ServerPoint(1e6, 1, 1e-3, 1), ServerPoint(1e6, 2, 3e-3, 1)])
     assert fu == 0.0 and fk > 0
+
+
+def test_server_cost_fit_recovers_a_cost_per_request_where_servers_tell_it_apart():
+    """The request term (each client's push of each piece, whatever its bytes) from
+    core-seconds made with it: given back where the small runs' servers hold different
+    pieces per byte (two servers, 16.9 MB in 86 pieces and 5.5 MB in 87, as MXNet places
+    GoogLeNet), never where they cannot tell it from the cost per byte (one server), and
+    only with `requests`; and what the cost is at 8 clients each way."""
+    from harness.perfmodel.predict import ServerCost
+    from harness.perfmodel.servercost import ServerPoint, busiest, fit
+
+    u, c, r = 1.5e-9, 0.3e-9, 170e-6
+    shapes = [(22.4e6, 173, 1), (22.4e6, 173, 2), (16.9e6, 86, 2), (5.5e6, 87, 2)]
+    pts = [ServerPoint(b, n, b * u + n * (b * c + k * r), k) for b, k, n in shapes]
+    assert fit(pts, requests=True) == pytest.approx((u, c, r))
+    plain = fit(pts)
+    assert plain[2] == 0.0
+    assert fit(pts[:2], requests=True)[2] == 0.0  # one server: pieces follow bytes
+    # asynchronous: every term per client
+    apts = [ServerPoint(b, n, n * (b * c + k * r), k) for b, k, n in shapes]
+    assert fit(apts, per_push=True, requests=True) == pytest.approx((0.0, c, r))
+    # at 8 clients the fit without requests misses the busiest server's CPU; with, exact
+    big = [ServerPoint(b, 8, b * u + 8 * (b * c + k * r), k) for b, k, _ in shapes[2:]]
+    true = max(p.core_s for p in big)
+    assert busiest(ServerCost(*fit(pts, requests=True)), big, False) == pytest.approx(true)
+    assert abs(busiest(ServerCost(*plain), big, False) / true - 1) > 0.05
 
 
 def _two_server_cores() -> list[tuple[float, float]]:
@@ -339,8 +366,8 @@ def test_asynchronous_servers_update_per_push_and_no_worker_waits_for_another():
     asynchronous fit is one coefficient per push, from any client count."""
     from dataclasses import replace
 
-    from harness.perfmodel import holdout
     from harness.perfmodel.predict import ServerCost, server_time
+    from harness.perfmodel.servercost import ServerPoint, fit
 
     c, free = Compute(0.05, 0.1), network.Link("free", 0.0, 0.0)
     sync = Scenario("resnet50", 8, nodes=4, strategy="ps", ps=1, overlap=False,
@@ -363,9 +390,9 @@ def test_asynchronous_servers_update_per_push_and_no_worker_waits_for_another():
     assert t_async == pytest.approx(4 * held * 2.1e-9 / 0.25)
     assert t_sync == pytest.approx(held * (2e-9 + 4 * 0.1e-9) / 0.25)
     # the fit: core-s = B n c, from one client count or several
-    pts = [(b, n, b * n * 2.5e-9) for b, n in ((94e6, 1), (47e6, 2))]
-    assert holdout._fit_servers(pts, per_push=True) == pytest.approx((0.0, 2.5e-9))
-    assert holdout._fit_servers(pts[1:], per_push=True) == pytest.approx((0.0, 2.5e-9))
+    pts = [ServerPoint(b, n, b * n * 2.5e-9, 10) for b, n in ((94e6, 1), (47e6, 2))]
+    assert fit(pts, per_push=True) == pytest.approx((0.0, 2.5e-9, 0.0))
+    assert fit(pts[1:], per_push=True) == pytest.approx((0.0, 2.5e-9, 0.0))
 
 
 def test_asynchronous_workers_keep_one_pace_as_measured():

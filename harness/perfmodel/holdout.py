@@ -59,14 +59,13 @@ from dataclasses import dataclass, field, replace
 from frameworks.contract import PS_STRATEGIES
 from frameworks.plan import layout_note, ps_layout
 from harness import bottleneck, noise, replicates
-from harness.perfmodel import network, paces, placement, traffic
+from harness.perfmodel import network, paces, servercost, traffic
 from harness.perfmodel.measured import compute_from_baseline
-from harness.perfmodel.predict import Compute, Scenario, ServerCost, predict, ps_clients
+from harness.perfmodel.predict import Compute, Scenario, ServerCost, predict
 from harness.perfmodel.validate import LIBRARY, STRATEGY_MAP, asynchronous, scenario
 from harness.scaling import baseline
-from harness.stats import median
+from harness.stats import least_squares, median
 from harness.store import SYNTHETIC, Store
-from models.cost import cost
 from runners.emulated import ClusterError, rate_bits
 
 FIT_MAX_WORKERS = 2
@@ -184,7 +183,7 @@ def _scenario(r: dict, costs: dict[tuple, ServerCost] | None = None) -> Scenario
     """The run's shape, with its family's fitted server cost; its links are the fitted
     ones (set in _comm)."""
     sc = scenario(r, _UNFITTED, _UNFITTED)
-    return replace(sc, server_cost=(costs or {}).get(_servers_of(r)))
+    return replace(sc, server_cost=(costs or {}).get(servercost.family(r)))
 
 
 def _comm(sc: Scenario, compute: Compute, alpha: float, beta: float) -> float:
@@ -199,62 +198,6 @@ def _coefficients(sc: Scenario, compute: Compute) -> tuple[float, float]:
     return _comm(sc, compute, 1.0, 0.0), _comm(sc, compute, 0.0, 1.0)
 
 
-def _server_cpu(r: dict) -> list[float]:
-    """Core-seconds per step of each of a run's parameter servers, busiest first, from its
-    telemetry (mean cores while measuring x t_iter); empty without telemetry."""
-    cores = json.loads(r.get("cpu_cores_by_process_json") or "{}")
-    return sorted((v * r["t_iter_s"] for k, v in cores.items() if k.startswith("server")),
-                  reverse=True)
-
-
-def _server_points(r: dict) -> list[tuple[float, int, float]]:
-    """(bytes held, clients, core-seconds per step) for each server of a stored PS run.
-    ps-lite numbers servers in the order they register, not by host, so the measured CPU
-    is matched to the placement's byte counts by rank (busiest with largest)."""
-    used = _server_cpu(r)
-    if not used:
-        return []
-    sc = _scenario(r)
-    net = cost(sc.model, sc.image_size, sc.num_classes)
-    held = sorted(placement.place([(t.key, t.nbytes) for t in net.tensors], sc.ps,
-                                  sc.ps_placement, sc.model).bytes_per_server, reverse=True)
-    return [(b, ps_clients(sc), c) for b, c in zip(held, used)]
-
-
-def _fit_servers(points: list[tuple[float, int, float]], per_push: bool = False
-                 ) -> tuple[float, float] | None:
-    """(per_byte, per_client_byte) by least squares on core-s = B (u + n c), both >= 0;
-    None when the points cannot separate them (a single client count). `per_push`
-    (asynchronous servers, which update once per push): core-s = B n c, all of it per
-    client, one coefficient that any client count fits."""
-    xs = [(b, b * n, y) for b, n, y in points]
-    if per_push:
-        return 0.0, sum(bn * y for _, bn, y in xs) / sum(bn * bn for _, bn, _ in xs)
-    fit = _least_squares(xs) if len({n for _, n, _ in points}) >= 2 else None
-    if fit is None:
-        return None
-    u, c = fit
-    if u < 0:  # all of it per client
-        return 0.0, sum(b * y for _, b, y in xs) / sum(b * b for _, b, _ in xs)
-    if c < 0:  # all of it per step
-        return sum(a * y for a, _, y in xs) / sum(a * a for a, _, _ in xs), 0.0
-    return u, c
-
-
-def _least_squares(points: list[tuple[float, float, float]]) -> tuple[float, float] | None:
-    """(p, q) minimising the sum of (y - p a - q b)^2 over points (a, b, y); None where a
-    and b are (nearly) proportional, so the points cannot tell p from q."""
-    saa = sum(a * a for a, _, _ in points)
-    sbb = sum(b * b for _, b, _ in points)
-    sab = sum(a * b for a, b, _ in points)
-    say = sum(a * y for a, _, y in points)
-    sby = sum(b * y for _, b, y in points)
-    det = saa * sbb - sab * sab
-    if det <= 1e-12 * saa * sbb:
-        return None
-    return (say * sbb - sby * sab) / det, (sby * saa - say * sab) / det
-
-
 def _scaled(compute: Compute, f: float, source: str = "") -> Compute:
     return Compute(compute.t_f * f, compute.t_b * f, compute.t_u * f, compute.t_io * f,
                    compute.t_h2d * f, source=source or compute.source)
@@ -264,7 +207,7 @@ def _worker_compute(compute: Compute, base: dict) -> Compute:
     """The baseline's compute without its own server's CPU time, where that server shared
     the worker's quota (the model adds every host's server time back itself)."""
     q = base.get("cpus_per_host") or 0.0
-    used = _server_cpu(base) if base["strategy"] in PS_STRATEGIES else []
+    used = servercost.server_cpu(base) if base["strategy"] in PS_STRATEGIES else []
     if not q or not used or not compute.total:
         return compute
     f = max(compute.total - used[0] / q, 0.0) / compute.total
@@ -357,14 +300,6 @@ def _family(r: dict) -> tuple:
     """Runs whose communication crosses the same link with the same library."""
     lib = LIBRARY.get((r["framework"], r["strategy"], r["device"]), r["framework"])
     return (lib, r.get("link") or "local", r.get("cpus_per_host") or 0.0)
-
-
-def _servers_of(r: dict) -> tuple:
-    """Runs whose parameter servers cost the same core-seconds per byte: the same library
-    on the same link, whatever the hosts' CPU quota (a quota changes how long the work
-    takes, which the model derives from it, not the work), synchronous or not (an
-    asynchronous server updates once per push: its cost is fitted apart)."""
-    return _family(r)[:2] + (asynchronous(r),)
 
 
 @dataclass(frozen=True)
@@ -482,7 +417,8 @@ def _fit_link(points: list[tuple[float, float, float]], alpha: float | None
         num = sum(b * (y - a * alpha) for a, b, y in points)
         den = sum(b * b for _, b, _ in points)
         return alpha, max(num / den, 0.0) if den else 0.0, "alpha from commbench"
-    fit = _least_squares(points) if len(points) >= 2 else None
+    fit = least_squares([[a, b] for a, b, _ in points], [y for _, _, y in points]) \
+        if len(points) >= 2 else None
     if fit is not None:
         al, be = fit
         if al >= 0 and be >= 0:
@@ -540,11 +476,13 @@ def _modelled(r: dict) -> bool:
 
 
 def validate(store: Store, experiment: str | None = None, pooled: bool = False,
-             replicate: int | None = None) -> Result:
+             replicate: int | None = None, requests: bool = False) -> Result:
     """Fit on runs with <= FIT_MAX_WORKERS workers, predict the larger ones (the link
     per curve, or per link family with `pooled`). A configuration measured more than once
     in the sweep is its median replicate, or its replicate `replicate` where given
-    (harness/replicates.py)."""
+    (harness/replicates.py). `requests`: the servers' cost gets a term per request (each
+    client's push of each piece a server holds, whatever its bytes: `_fit_servers`),
+    fitted where the small runs' servers tell it apart from the cost per byte."""
     from harness.commbench import fitted_link
 
     where = f"WHERE status = 'ok' AND mode = 'throughput' AND {SYNTHETIC}"
@@ -590,12 +528,12 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False,
     for r in runs:
         if (r["strategy"] == "ps-sync" or asynchronous(r)) and r["workers"] <= FIT_MAX_WORKERS \
                 and r.get("cpus_per_host"):
-            pts = _server_points(r)
+            pts = servercost.points(r)
             if pts:
-                server_pts.setdefault(_servers_of(r), []).extend(pts)
-                server_runs.setdefault(_servers_of(r), []).append(r["run_id"])
+                server_pts.setdefault(servercost.family(r), []).extend(pts)
+                server_runs.setdefault(servercost.family(r), []).append(r["run_id"])
     for fam, pts in server_pts.items():
-        fitted = _fit_servers(pts, per_push=fam[2])
+        fitted = servercost.fit(pts, per_push=fam[2], requests=requests)
         name = f"{fam[0]} @ {fam[1]}" + (" (asynchronous: an update per push)" if fam[2]
                                          else "")
         if fitted is None:
@@ -605,7 +543,10 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False,
         how = f"servers' CPU telemetry of runs {', '.join(server_runs[fam])}"
         costs[fam] = ServerCost(*fitted, source=f"fitted on the {how}")
         result.servers[name] = (f"{fitted[0] * 1e9:.3f} core-ns per byte held + "
-                                f"{fitted[1] * 1e9:.3f} per byte per client ({how})")
+                                f"{fitted[1] * 1e9:.3f} per byte per client"
+                                + (f" + {fitted[2] * 1e6:.1f} core-us per request (a "
+                                   "piece's push and pull) per client" if requests else "")
+                                + f" ({how})")
     # 1. compute per curve, and the fit points of each link family: a curve's own small
     # runs, unless none of them crosses the link and a small run of the same network on
     # other hosts does (a 2-worker run on one host measures loopback, not the link)
@@ -626,12 +567,12 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False,
                                   "(same link and CPU limit) to give its compute")
             continue
         compute = compute_from_baseline(store, base)
-        if _servers_of(sample) in costs:
+        if servercost.family(sample) in costs:
             # the step is simulated (predict.simulated): the wire is the link's shaped
             # rate, so there is no link to fit
             simulated_fams.add(_family(sample))
             own_hosts = base["strategy"] in PS_STRATEGIES and ps_layout(base) == "own"
-            server = costs[_servers_of(sample)]
+            server = costs[servercost.family(sample)]
             fitted = (_own_hosts_compute(compute, base, server) if own_hosts
                       else _worker_compute(compute, base))
             small = [r for r in runs if 1 < r["workers"] <= FIT_MAX_WORKERS
@@ -706,7 +647,7 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False,
         for r in sorted(curve, key=lambda x: x["workers"]):
             if r["workers"] <= FIT_MAX_WORKERS:
                 continue
-            fam, modelled = _family(r), _servers_of(r) in costs
+            fam, modelled = _family(r), servercost.family(r) in costs
             if _key(r) in curve_links and not modelled:
                 alpha, beta, how = curve_links[_key(r)]
             elif fam in links:

@@ -24,7 +24,8 @@ resource shared the way the kernel shares it:
 * a worker computes forward, then backward, and pushes each tensor (each piece, where
   the placement splits big arrays over servers) as backward produces it (in reverse
   layer order, in proportion to the layers' MACs: overlap.ready_times);
-* a server spends `per_client_byte` CPU on each push as it arrives, and once every
+* a server spends `per_client_byte` CPU per byte of each push as it arrives, and
+  `per_client_piece` per push whatever its size (the request), and once every
   worker's push of a piece is in, `per_byte` on the update, then replies to every worker;
 * a worker starts its next forward once every piece has come back.
 
@@ -193,7 +194,8 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
              steps: int = STEPS, own_hosts: bool = False,
              ingress: bool = True, sync: bool = True, lead: int | None = None,
              queued: bool = True, trial: int | None = None,
-             server_hosts: tuple[int, ...] | None = None) -> StepResult:
+             server_hosts: tuple[int, ...] | None = None,
+             per_client_piece: float = 0.0) -> StepResult:
     """One steady synchronous step of `nodes` hosts of `per_node` workers with the servers
     of `assignment` ((tensor key, bytes, server) pieces; each process on the host the
     launcher puts it on, frameworks/plan.node_of: server i on host i mod nodes, or with
@@ -211,7 +213,8 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
     docstring): every worker starts together, takes one untimed step and `trial` timed
     ones, then stops; the step is worker 0's timed span over `trial`. `server_hosts`, if
     given: the host of each server of `assignment` (ps-lite numbers servers by address,
-    not in launch order: frameworks/ps_rules.pslite_server_order)."""
+    not in launch order: frameworks/ps_rules.pslite_server_order). `per_client_piece`:
+    a server's core-seconds per push whatever its bytes (predict.ServerCost)."""
     workers = nodes * per_node
     servers = 1 + max(s for _, _, s in assignment)
     pieces: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
@@ -272,7 +275,8 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
     def push(w: int, piece: tuple[int, int, int]) -> None:
         i, nbytes, s = piece
         send(w, workers + s, nbytes, lambda: cpu[workers + s].append(
-            _Task(per_client_byte * nbytes, lambda: summed(piece, w))))
+            _Task(per_client_byte * nbytes + per_client_piece,
+                  lambda: summed(piece, w))))
 
     def summed(piece: tuple[int, int, int], w: int) -> None:
         i, nbytes, s = piece
