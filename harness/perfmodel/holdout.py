@@ -62,13 +62,13 @@ from harness import bottleneck, noise, replicates
 from harness.perfmodel import network, paces, servercost, traffic
 from harness.perfmodel.measured import compute_from_baseline
 from harness.perfmodel.predict import Compute, Scenario, ServerCost, predict
-from harness.perfmodel.validate import LIBRARY, STRATEGY_MAP, asynchronous, scenario
+from harness.perfmodel.validate import STRATEGY_MAP, asynchronous, scenario
 from harness.scaling import baseline
 from harness.stats import least_squares, median
 from harness.store import SYNTHETIC, Store
 from runners.emulated import ClusterError, rate_bits
 
-FIT_MAX_WORKERS = 2
+FIT_MAX_WORKERS = servercost.FIT_MAX_WORKERS
 #: A scenario's links before the fit replaces them (see _comm).
 _UNFITTED = network.Link("unfitted", 0.0, 0.0)
 #: The issue's targets, per strategy: median |error| and the worst configuration.
@@ -298,8 +298,7 @@ def _pooled_compute(compute: Compute, base: dict, fitted: Compute, small: list[d
 
 def _family(r: dict) -> tuple:
     """Runs whose communication crosses the same link with the same library."""
-    lib = LIBRARY.get((r["framework"], r["strategy"], r["device"]), r["framework"])
-    return (lib, r.get("link") or "local", r.get("cpus_per_host") or 0.0)
+    return (servercost.library(r), r.get("link") or "local", r.get("cpus_per_host") or 0.0)
 
 
 @dataclass(frozen=True)

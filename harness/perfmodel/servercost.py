@@ -22,7 +22,8 @@ from harness.perfmodel.validate import LIBRARY, asynchronous, scenario
 from harness.stats import least_squares, median
 from models.cost import cost
 
-#: the most workers a run may have to be fitted on (holdout.FIT_MAX_WORKERS)
+#: the most workers a run may have to be fitted on, for the servers' fit and every other
+#: input of the held-out model (holdout.py takes it from here)
 FIT_MAX_WORKERS = 2
 
 _ANY = network.Link("any", 0.0, 0.0)  # the link does not change what a server holds
@@ -36,13 +37,17 @@ class ServerPoint(NamedTuple):
     pieces: int  # pieces it holds (tensors, or slices of big ones): its requests per client
 
 
+def library(r: dict) -> str:
+    """The communication library of a stored run (validate.LIBRARY; else its framework)."""
+    return LIBRARY.get((r["framework"], r["strategy"], r["device"]), r["framework"])
+
+
 def family(r: dict) -> tuple:
     """Runs whose parameter servers cost the same core-seconds per byte: the same library
     on the same link, whatever the hosts' CPU quota (a quota changes how long the work
     takes, which the model derives from it, not the work), synchronous or not (an
     asynchronous server updates once per push: its cost is fitted apart)."""
-    lib = LIBRARY.get((r["framework"], r["strategy"], r["device"]), r["framework"])
-    return (lib, r.get("link") or "local", asynchronous(r))
+    return (library(r), r.get("link") or "local", asynchronous(r))
 
 
 def server_cpu(r: dict) -> list[float]:
