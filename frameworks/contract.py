@@ -99,6 +99,9 @@ class RunSpec:
     cpus_per_host: float = 0.0
     #: see PS_HOSTS
     ps_hosts: str = "shared"
+    #: MXNet's parameter servers: arrays of at least this many elements are split into one
+    #: slice per server (MXNET_KVSTORE_BIGARRAY_BOUND); 0: MXNet's default, 1,000,000
+    ps_split_bound: int = 0
     env: str = "venv"  # see ENVS
     #: How the sweep schedules this run's trials against the configurations compared with
     #: it (harness/interleave.py): "interleaved" (default) or "sequential".
@@ -278,6 +281,11 @@ FIELDS: dict[str, Field] = {
                            "one for the scheduler or chief, after the workers' hosts: emulated "
                            "hosts (link) or the nodes of a Slurm job)", choices=PS_HOSTS,
                       since="0.5"),
+    "ps_split_bound": Field(int, "MXNet parameter servers: split every array of at least "
+                                 "this many elements into one slice per server "
+                                 "(MXNET_KVSTORE_BIGARRAY_BOUND; 0: MXNet's 1000000); "
+                                 "changes how many requests each server takes, not its "
+                                 "bytes", low=0, high=2**31 - 1, since="0.7"),
     "env": Field(str, "run workers in the framework's venv (default) or each in a container "
                       "of its image (see dnnbench image build)", choices=ENVS, since="0.2"),
     "order": Field(str, "interleaved: compared configurations take turns trial by trial; "
@@ -535,6 +543,14 @@ def validate(spec: RunSpec) -> None:
         raise SpecError(f"strategy {spec.strategy!r} needs ps >= 1 parameter servers")
     if spec.strategy not in PS_STRATEGIES and spec.ps:
         raise SpecError(f"ps = {spec.ps} only applies to ps-sync / ps-async strategies")
+    if spec.ps_split_bound and spec.strategy not in PS_STRATEGIES:
+        raise SpecError(f"ps_split_bound = {spec.ps_split_bound} splits arrays over parameter "
+                        f"servers, but strategy {spec.strategy!r} has none; use ps-sync or "
+                        "ps-async, or ps_split_bound = 0")
+    if spec.ps_split_bound and spec.framework != "mxnet":
+        raise UnsupportedError(f"ps_split_bound = {spec.ps_split_bound} is MXNet's "
+                               f"MXNET_KVSTORE_BIGARRAY_BOUND; {spec.framework} places whole "
+                               "variables on its servers; use ps_split_bound = 0")
     if spec.ps_hosts == "own" and spec.strategy not in PS_STRATEGIES:
         raise SpecError(f"ps_hosts = 'own' places parameter servers, but strategy "
                         f"{spec.strategy!r} has none; use ps-sync or ps-async, or "

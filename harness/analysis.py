@@ -79,6 +79,7 @@ def config(r: dict, with_env: bool = True, with_nodes: bool = True) -> str:
                if r.get("link") else "")
             + (f", {r['cpus_per_host']:g} CPU/host" if r.get("cpus_per_host") else "")
             + layout_note(ps_layout(r))
+            + (f", arrays >= {r['ps_split_bound']} split" if r.get("ps_split_bound") else "")
             + (" in containers" if with_env and env_of(r) == "container" else ""))
 
 

@@ -50,6 +50,7 @@ def base_row(spec: RunSpec, experiment: str, run_id: str, status: str, reason: s
             "data": spec.data or "synthetic", "link": spec.link, "env": spec.env,
             "cpus_per_host": spec.cpus_per_host,
             "ps_hosts": spec.ps_hosts if spec.ps else "",
+            "ps_split_bound": spec.ps_split_bound,
             "replicate": spec.replicate,
             "loader_workers": spec.loader_workers if spec.data else None,
             "started": now_iso(), "spec_json": spec.to_json(), "manifest_json": manifest or {}}

@@ -82,6 +82,9 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
     ("ps_hosts", "TEXT", "", "where the parameter servers ran: shared (server i on worker "
      "host i, the scheduler or chief on host 0) or own (a host each, and one for the "
      "scheduler or chief); empty: no servers, or stored before it was recorded (shared)"),
+    ("ps_split_bound", "INTEGER", "elements", "MXNet parameter servers: arrays of at "
+     "least this many elements were split into one slice per server "
+     "(MXNET_KVSTORE_BIGARRAY_BOUND); 0 or empty: MXNet's default, 1000000"),
     ("replicate", "INTEGER", "", "which measurement of its configuration within the sweep "
      "(0 or empty: the first; the replicate axis, harness/replicates.py)"),
     ("env", "TEXT", "", "where the worker's software came from: venv (the framework's "

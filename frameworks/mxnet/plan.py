@@ -8,6 +8,7 @@ every such job relies on the runner's timeout (which tears all roles down togeth
 
 from __future__ import annotations
 
+from frameworks import ps_rules
 from frameworks.contract import PS_STRATEGIES, RunSpec
 from frameworks.plan import PlanContext, free_port, spec_node_of, workers
 from runners.spec import ProcessSpec
@@ -26,8 +27,11 @@ def plan(spec: RunSpec, ctx: PlanContext) -> list[ProcessSpec]:
     if spec.strategy not in PS_STRATEGIES:
         return workers(spec, ctx)
     port = str(free_port())
+    # the workers split arrays by it (and record the placement it gives); every role gets
+    # the same value so a server never disagrees with a worker about a key
+    bound = str(spec.ps_split_bound or ps_rules.MXNET_BIGARRAY_BOUND)
     service_env = {"OMP_NUM_THREADS": "1", "PYTHONNOUSERSITE": "1",
-                   "MXNET_KVSTORE_BIGARRAY_BOUND": "1000000"}
+                   "MXNET_KVSTORE_BIGARRAY_BOUND": bound}
     serve = (ctx.python, "-c", "import mxnet")
     procs = [ProcessSpec("scheduler", 0, serve, {**service_env,
                                                  **dmlc_env(spec, ctx, "scheduler", port)},
@@ -38,5 +42,5 @@ def plan(spec: RunSpec, ctx: PlanContext) -> list[ProcessSpec]:
               for i in range(spec.ps)]
     procs += workers(spec, ctx, lambda rank, local, node: {
         **dmlc_env(spec, ctx, "worker", port),
-        "MXNET_KVSTORE_BIGARRAY_BOUND": "1000000", "DNNBENCH_KVSTORE": KVSTORE[spec.strategy]})
+        "MXNET_KVSTORE_BIGARRAY_BOUND": bound, "DNNBENCH_KVSTORE": KVSTORE[spec.strategy]})
     return procs

@@ -76,9 +76,10 @@ TARGET_MEDIAN, TARGET_WORST = 0.10, 0.25
 
 #: What a curve's runs share besides the worker count (and devices per node).
 _CURVE = ("framework", "model", "batch_size", "image_size", "device", "strategy", "link",
-          "cpus_per_host", "ps", "ps_hosts")
-#: What the small runs whose compute a simulated curve pools share with it (any servers).
-_POOLED = tuple(k for k in _CURVE if k != "ps")
+          "cpus_per_host", "ps", "ps_hosts", "ps_split_bound")
+#: What the small runs whose compute a simulated curve pools share with it (any servers,
+#: however they split arrays).
+_POOLED = tuple(k for k in _CURVE if k not in ("ps", "ps_split_bound"))
 #: What a small run on other hosts shares with a curve whose link it can stand for: the
 #: same network, step and link, whatever its CPU quota, servers and workers per host.
 _LINK_TWIN = ("framework", "model", "batch_size", "image_size", "device", "strategy", "link")
@@ -152,7 +153,7 @@ def _value(r: dict, k: str):
     if k == "ps_hosts":
         return ps_layout(r)
     return (v or 0.0) if k == "cpus_per_host" else (v or "") if k == "link" else \
-        (v or 0) if k == "ps" else v
+        (v or 0) if k in ("ps", "ps_split_bound") else v
 
 
 def _key(r: dict, names: tuple[str, ...] = _CURVE) -> tuple:
@@ -173,6 +174,7 @@ def _label(r: dict) -> str:
     limit = (f", {r['cpus_per_host']:g} CPU/host" if r.get("cpus_per_host")
              else ", shared cores" if r.get("link") else "")
     ps = f" ps{r['ps']}" + layout_note(ps_layout(r), parens=True) \
+        + (f" split>={r['ps_split_bound']}" if r.get("ps_split_bound") else "") \
         if r.get("ps") else ""
     return (f"{r['framework']} {r['model']} b{r['batch_size']} {r['image_size']}px "
             f"{r['strategy']}{ps} x{r['workers']}"

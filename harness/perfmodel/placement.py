@@ -66,9 +66,10 @@ class Placement:
 
 
 def place(tensors: list[tuple[str, int]], servers: int, policy: str = "greedy",
-          model: str = "") -> Placement:
+          model: str = "", split_bound: int = 0) -> Placement:
     """Assign (key, bytes) tensors, given in model order, to `servers` servers (`model`:
-    the network's name, which MXNet's keys depend on)."""
+    the network's name, which MXNet's keys depend on; `split_bound`: MXNet splits arrays
+    of at least that many elements over every server, 0 for its default)."""
     if servers < 1:
         raise ModelInputError("servers must be >= 1")
     if policy == "round-robin":
@@ -86,7 +87,8 @@ def place(tensors: list[tuple[str, int]], servers: int, policy: str = "greedy",
             raise ModelInputError("the mxnet placement needs the network's name")
         keys = ps_rules.mxnet_keys(model, [k for k, _ in tensors])
         assignment = tuple(ps_rules.mxnet([(key, k, b // 4) for key, (k, b) in
-                                           zip(keys, tensors)], servers))
+                                           zip(keys, tensors)], servers,
+                                          split_bound or ps_rules.MXNET_BIGARRAY_BOUND))
     else:
         raise ModelInputError(f"unknown placement policy {policy!r}; known: {', '.join(POLICIES)}")
     return Placement(policy, servers, assignment)

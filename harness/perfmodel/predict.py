@@ -102,6 +102,9 @@ class Scenario:
     fusion_bytes: int | None = None  # None: the strategy's default
     ps: int = 1  # parameter servers (strategy ps)
     ps_placement: str = "greedy"
+    #: MXNet's placement: arrays of at least this many elements split over every server
+    #: (the run's ps_split_bound; 0: MXNet's default)
+    ps_split_bound: int = 0
     #: devices of a node sum their gradients before one push per node (MXNet's
     #: dist_sync_device / local kvstore); False: every device is a PS client of its own
     ps_local_aggregation: bool = False
@@ -215,14 +218,20 @@ def host_bytes(s: Scenario, bytes_per_server: list[int], gradient_bytes: int
     return [per_host * (gradient_bytes - h) + (n - per_host) * h for h in held]
 
 
+def server_placement(s: Scenario, net: NetworkCost) -> placement.Placement:
+    """Which server holds which of the network's tensors in this scenario: its policy,
+    servers and split bound (the one call every PS cost and the servers' fit make)."""
+    return placement.place([(t.key, t.nbytes) for t in net.tensors], s.ps, s.ps_placement,
+                           s.model, s.ps_split_bound)
+
+
 def _ps_cost(s: Scenario, net: NetworkCost, inter: network.Link,
              intra: network.Link) -> tuple[float, dict[str, Any], list[str]]:
     """Push then pull: with servers on hosts of their own, each phase is bound by the
     busiest server's bytes from every client or by one worker's bytes, whichever is
     larger; with servers on the workers' hosts, by the busiest host's bytes on its link
     (host_bytes)."""
-    tensors = [(t.key, t.nbytes) for t in net.tensors]
-    plc = placement.place(tensors, s.ps, s.ps_placement, s.model)
+    plc = server_placement(s, net)
     lk = inter if (s.nodes > 1 or s.ps > 0) else intra
     local = s.ps_local_aggregation and s.devices_per_node > 1
     n = ps_clients(s)
@@ -269,8 +278,7 @@ def server_time(s: Scenario, net: NetworkCost) -> tuple[float, list[str]]:
     c = s.server_cost
     if c is None or not servers_share_quota(s):
         return 0.0, []
-    plc = placement.place([(t.key, t.nbytes) for t in net.tensors], s.ps, s.ps_placement,
-                          s.model)
+    plc = server_placement(s, net)
     clients = ps_clients(s)
     # asynchronous: every client's push is an update of its own
     t = max(clients * c.core_seconds(b, 1, k) if s.ps_async else c.core_seconds(b, clients, k)
@@ -371,8 +379,7 @@ def _simulate(s: Scenario, net: NetworkCost, inter: network.Link, compute: Compu
     measured at) as core-seconds, the servers' cost, the placement and the link's rate."""
     assert s.server_cost is not None
     share = s.cpus_per_host / s.devices_per_node
-    plc = placement.place([(t.key, t.nbytes) for t in net.tensors], s.ps, s.ps_placement,
-                          s.model)
+    plc = server_placement(s, net)
     rate = 1.0 / inter.beta if inter.beta > 0 else math.inf
     res = psstep.simulate(net, plc.assignment, s.nodes, s.devices_per_node, s.cpus_per_host,
                           rate, (compute.total - compute.t_b) * share, compute.t_b * share,

@@ -16,8 +16,8 @@ import json
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from harness.perfmodel import network, placement
-from harness.perfmodel.predict import ServerCost, ps_clients
+from harness.perfmodel import network
+from harness.perfmodel.predict import ServerCost, ps_clients, server_placement
 from harness.perfmodel.validate import LIBRARY, asynchronous, scenario
 from harness.stats import least_squares, median
 from models.cost import cost
@@ -67,8 +67,7 @@ def points(r: dict) -> list[ServerPoint]:
         return []
     sc = scenario(r, _ANY, _ANY)
     net = cost(sc.model, sc.image_size, sc.num_classes)
-    plc = placement.place([(t.key, t.nbytes) for t in net.tensors], sc.ps, sc.ps_placement,
-                          sc.model)
+    plc = server_placement(sc, net)
     held = sorted(zip(plc.bytes_per_server, plc.tensors_per_server), reverse=True)
     return [ServerPoint(b, ps_clients(sc), c, k) for (b, k), c in zip(held, used)]
 

@@ -33,8 +33,8 @@ import re
 from dataclasses import dataclass
 
 from frameworks.plan import layout_note, ps_layout, spec_hosts
-from harness.perfmodel import network, placement
-from harness.perfmodel.predict import host_bytes
+from harness.perfmodel import network
+from harness.perfmodel.predict import host_bytes, server_placement
 from harness.perfmodel.validate import STRATEGY_MAP, scenario
 from models.cost import cost
 
@@ -101,8 +101,7 @@ def check(r: dict) -> Traffic | None:
     sc = scenario(r, free, free)
     net = cost(sc.model, sc.image_size, sc.num_classes)
     if sc.strategy == "ps":
-        plc = placement.place([(t.key, t.nbytes) for t in net.tensors], sc.ps,
-                              sc.ps_placement, sc.model)
+        plc = server_placement(sc, net)
         modelled = host_bytes(sc, plc.bytes_per_server, net.gradient_bytes)
     else:
         modelled = [network.allreduce(sc.algorithm, sc.nodes, sc.devices_per_node,

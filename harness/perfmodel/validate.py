@@ -193,6 +193,7 @@ def scenario(r: dict, intra: network.Link, inter: network.Link) -> Scenario:
                     ps=spec.get("ps") or 1, image_size=r["image_size"],
                     num_classes=spec.get("num_classes", 1000), overlap=not saturated(r),
                     ps_placement=ps_rules.POLICY.get(r["framework"], "greedy"),
+                    ps_split_bound=spec.get("ps_split_bound") or 0,
                     ps_colocated=ps_layout(spec) != "own",
                     cpus_per_host=r.get("cpus_per_host") or 0.0,
                     trial_steps=spec.get("steps") if r.get("trial_order") == "interleaved"
