@@ -8,6 +8,7 @@ inside. A framework with distributed strategies provides `frameworks/<fw>/plan.p
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import random
 import socket
@@ -89,6 +90,20 @@ def layout_note(layout: str, parens: bool = False) -> str:
     if layout != "own":
         return ""
     return " (servers on own hosts)" if parens else ", servers on own hosts"
+
+
+def hosts_label(r: dict) -> str:
+    """A stored multi-host run in the words every per-run check prints (the traffic
+    check, the bottleneck, the asynchronous ranks' paces): framework, network, strategy,
+    its servers and how they split arrays, workers, and the hosts it took."""
+    spec = r["spec_json"] if isinstance(r["spec_json"], dict) else json.loads(r["spec_json"])
+    get = _field(spec)
+    ps = f" ps{get('ps')}" if get("ps") else ""
+    split = f" split>={get('ps_split_bound')}" if ps and get("ps_split_bound") else ""
+    hosts = spec_hosts(spec)
+    return (f"{r['framework']} {r['model']} {r['strategy']}{ps}{split} x{r['workers']} on "
+            f"{hosts} host{'s' if hosts != 1 else ''}"
+            + layout_note(ps_layout(spec), parens=True))
 
 
 #: Ports free_port handed out in this process: a plan asks for several in a row (one per

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from frameworks.plan import layout_note, ps_layout, spec_hosts, spec_node_of
+from frameworks.plan import hosts_label, spec_hosts, spec_node_of
 from harness.perfmodel.traffic import steps_run
 from harness.telemetry import LAUNCHER_TAGS
 
@@ -196,11 +196,7 @@ def check(r: dict) -> Bottleneck | None:
         wire = moved[wire_host] * 8 / bits / t
     if cpu is None and wire is None:
         return None
-    ps = f" ps{spec.get('ps')}" if spec.get("ps") else ""
-    own = layout_note(ps_layout(spec), parens=True)
-    label = (f"{r['framework']} {r['model']} {r['strategy']}{ps} x{r['workers']} on "
-             f"{spec_hosts(spec)} hosts{own}")
-    return Bottleneck(label, r["run_id"], t, cpu, cpu_host, wire, wire_host,
+    return Bottleneck(hosts_label(r), r["run_id"], t, cpu, cpu_host, wire, wire_host,
                       host_throttled(r).get(cpu_host) if cpu_host is not None else None,
                       ingress_waits_per_step(r))
 

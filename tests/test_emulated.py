@@ -3,6 +3,7 @@ and distributed training across the emulated hosts (needs root, as CI has)."""
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import signal
@@ -135,6 +136,63 @@ def test_ddp_and_mxnet_ps_across_two_hosts_cross_the_shaped_link(all_envs, clean
     # per allreduce; at 1 Gbit/s that cannot take less than 0.18 s
     floor = 22.4e6 * 8 / 1e9
     assert floor * 0.9 < ddp["t_comm_s"] < floor * 4
+
+
+def test_mxnet_split_bound_moves_bytes_between_its_servers(all_envs, clean, tmp_path):
+    """ps_split_bound reaches MXNet itself, not only the placement the adapter records:
+    with each server on a host of its own, the kernel's counters show what each server
+    sent (its replies, twice its bytes with two workers). MXNet's default bound leaves
+    GoogLeNet's arrays whole, hashed onto the servers as 16.9 and 5.5 MB; a bound of 1
+    splits every array in two, 11.2 MB each. The model's bytes per host follow the run's
+    bound (traffic.check), and the runs come from one experiment file's axis."""
+    from harness.perfmodel import traffic
+
+    exp = tmp_path / "split.toml"
+    exp.write_text('''name = "split"
+[defaults]
+framework = "mxnet"
+model = "googlenet"
+image_size = 32
+batch_size = 4
+num_classes = 10
+steps = 3
+warmup = 1
+trials = 2
+target_width = 0
+strategy = "ps-sync"
+nodes = 2
+ps = 2
+ps_hosts = "own"
+link = "1gbit"
+cpus_per_host = 0.4
+[matrix]
+ps_split_bound = [0, 1]
+''')
+    db = str(tmp_path / "r.db")
+    proc = run_cli("run", "-e", str(exp), "--db", db)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ps_split_bound=1" in proc.stdout
+    runs = {r["ps_split_bound"]: r for r in _runs(db)}
+    assert sorted(runs) == [0, 1]
+    for bound, r in runs.items():
+        assert r["status"] == "ok" and r["replicas_identical"] == 1, r["output_tail"]
+        tx = {h: v["tx_bytes"] for h, v in
+              json.loads(r["manifest_json"])["host"]["emulated"]["bytes"].items()}
+        servers = sorted((tx["dnb-h2"], tx["dnb-h3"]))  # hosts 2 and 3; the scheduler's 4th
+        counted = traffic.check(r)
+        assert counted is not None and counted.ok, (bound, counted)
+        pieces = sorted(collections.Counter(
+            s for _, _, s in json.loads(r["manifest_json"])["ranks"]["0"]["placement"]
+        ).values())
+        if bound == 0:
+            assert servers[1] > 2.5 * servers[0]  # 16.9 against 5.5 MB
+            assert pieces == [86, 87]
+            assert counted.modelled[:4] == pytest.approx((33.8e6, 22.4e6, 22.4e6, 11.1e6),
+                                                         rel=0.01)
+        else:
+            assert servers[1] < 1.05 * servers[0]  # 11.2 MB each
+            assert pieces == [173, 173]
+            assert counted.modelled[:4] == pytest.approx((22.4e6,) * 4, rel=0.01)
 
 
 def test_parameter_servers_on_hosts_of_their_own(all_envs, clean, tmp_path):

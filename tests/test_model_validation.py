@@ -1036,6 +1036,7 @@ NOT_OK_RUNS = {
     ("scaling-emulated-ps-async.toml", {}, "scaling-emulated-ps-async-repeats", 14),
     ("scaling-emulated-ps-replicated.toml", {}, "scaling-emulated-ps-replicated-repeats", 26),
     ("cori2017-emulated-replicated.toml", {}, "cori2017-emulated-replicated-repeats", 30),
+    ("ps-pieces-emulated.toml", {}, "ps-pieces-emulated-repeats", 30),
 ])
 def test_the_shipped_repeats_are_the_experiments_runs(experiment, flags, folder, runs):
     """The shipped repeats hold exactly the runs that `dnnbench run -e

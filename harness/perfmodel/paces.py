@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from frameworks.plan import hosts_label
 from harness.perfmodel.validate import asynchronous
 from harness.store import Store
 
@@ -46,10 +47,8 @@ def check(store: Store, r: dict) -> Pace | None:
     if len(per_rank) < 2:
         return None
     slowest, fastest = max(per_rank, key=per_rank.get), min(per_rank, key=per_rank.get)
-    ps = f" ps{r['ps']}" if r.get("ps") else ""
-    label = (f"{r['framework']} {r['model']} {r['strategy']}{ps} x{r['workers']} on "
-             f"{r['nodes']} host{'s' if r['nodes'] != 1 else ''}")
-    return Pace(label, r["run_id"], per_rank[slowest] / per_rank[fastest], slowest, fastest)
+    return Pace(hosts_label(r), r["run_id"], per_rank[slowest] / per_rank[fastest], slowest,
+                fastest)
 
 
 def table(rows: list[Pace]) -> str:

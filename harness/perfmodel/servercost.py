@@ -142,7 +142,8 @@ def held_out(runs: list[dict]) -> list[Check]:
         for r in rs:
             if r["workers"] > FIT_MAX_WORKERS:
                 pts = points(r)
-                out.append(Check(fam, f"{r['model']} {r['strategy']} ps{r['ps']} "
+                split = f" split>={r['ps_split_bound']}" if r.get("ps_split_bound") else ""
+                out.append(Check(fam, f"{r['model']} {r['strategy']} ps{r['ps']}{split} "
                                       f"x{r['workers']}", max(p.core_s for p in pts),
                                  busiest(ServerCost(*plain), pts, fam[2]),
                                  busiest(ServerCost(*req), pts, fam[2]), req[2] > 0))

@@ -32,7 +32,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from frameworks.plan import layout_note, ps_layout, spec_hosts
+from frameworks.plan import hosts_label, spec_hosts
 from harness.perfmodel import network
 from harness.perfmodel.predict import host_bytes, server_placement
 from harness.perfmodel.validate import STRATEGY_MAP, scenario
@@ -114,11 +114,7 @@ def check(r: dict) -> Traffic | None:
     measured = sorted((v["tx_bytes"] / steps for v in moved.values()), reverse=True)
     if max(modelled) < SMALL_BYTES:  # nothing but control messages to judge
         return None
-    ps = f" ps{sc.ps}" if sc.strategy == "ps" else ""
-    own = layout_note(ps_layout(spec), parens=True)
-    label = (f"{r['framework']} {r['model']} {r['strategy']}{ps} x{r['workers']} on "
-             f"{spec_hosts(spec)} hosts{own}")
-    return Traffic(label, r["run_id"], steps, tuple(sorted(modelled, reverse=True)),
+    return Traffic(hosts_label(r), r["run_id"], steps, tuple(sorted(modelled, reverse=True)),
                    tuple(measured), median_host=sc.strategy != "ps")
 
 

@@ -1,0 +1,136 @@
+"""Pieces at fixed bytes (issue #17, item 3): MXNet's split bound as a run setting
+(`ps_split_bound`), the placement it gives, and what the shipped sweep that moves it
+measured (experiments/ps-pieces-emulated.toml; README, "Pieces at fixed bytes")."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from frameworks.contract import RunSpec, SpecError, UnsupportedError, validate
+from frameworks.plan import PlanContext, plan
+from harness.perfmodel import placement
+from models.cost import cost
+from tests.conftest import run_cli
+
+
+def _spec(**kw) -> RunSpec:
+    return RunSpec(**{"framework": "mxnet", "model": "googlenet", "image_size": 32,
+                      "batch_size": 8, "num_classes": 10, "strategy": "ps-sync", "ps": 2,
+                      "devices_per_node": 2, **kw})
+
+
+def test_the_bound_is_checked_and_every_mxnet_role_gets_it():
+    """Every role of the job gets one value (a server and a worker must agree on a key's
+    slices); 0 is MXNet's own default; the setting is refused where nothing is split."""
+    for bound, env in ((0, "1000000"), (1, "1"), (1000, "1000")):
+        spec = _spec(ps_split_bound=bound)
+        validate(spec)
+        procs = plan(spec, PlanContext("python", ".", "t"))
+        assert {p.role for p in procs} == {"scheduler", "server", "worker"}
+        assert {p.env["MXNET_KVSTORE_BIGARRAY_BOUND"] for p in procs} == {env}
+    with pytest.raises(SpecError, match="ps_split_bound = 1000 splits arrays over parameter "
+                                        "servers, but strategy 'horovod' has none"):
+        validate(_spec(strategy="horovod", ps=0, ps_split_bound=1000))
+    with pytest.raises(UnsupportedError, match="tensorflow places whole variables"):
+        validate(_spec(framework="tensorflow", strategy="ps-async", ps_split_bound=1000))
+    with pytest.raises(SpecError, match="ps_split_bound"):
+        validate(_spec(ps_split_bound=-1))
+    # a run at the default keeps the identity it had before the field existed
+    assert _spec().config_hash() == _spec(ps_split_bound=0).config_hash()
+    assert _spec().config_hash() != _spec(ps_split_bound=1).config_hash()
+
+
+def test_the_bound_moves_pieces_not_bytes():
+    """The experiment file's table: GoogLeNet's 173 arrays on two servers at each bound,
+    from the rule the adapter records and the model places by (frameworks/ps_rules.py).
+    One server holds everything in 173 pieces whatever the bound."""
+    net = cost("googlenet", 32, 10)
+    tensors = [(t.key, t.nbytes) for t in net.tensors]
+    got = {}
+    for bound in (0, 1000, 1):
+        p = placement.place(tensors, 2, "mxnet", "googlenet", bound)
+        got[bound] = sorted(zip([round(b / 1e6, 1) for b in p.bytes_per_server],
+                                p.tensors_per_server))
+        one = placement.place(tensors, 1, "mxnet", "googlenet", bound)
+        assert one.tensors_per_server == [173] and one.bytes_per_server == [net.gradient_bytes]
+    assert got == {0: [(5.5, 87), (16.9, 86)], 1000: [(11.2, 115), (11.2, 116)],
+                   1: [(11.2, 173), (11.2, 173)]}
+    assert Counter(s for _, _, s in placement.place(tensors, 2, "mxnet", "googlenet",
+                                                    1).assignment) == {0: 173, 1: 173}
+
+
+def test_run_help_teaches_the_bound():
+    r = run_cli("run", "--help")
+    assert r.returncode == 0 and "--ps-split-bound N" in r.stdout
+    assert "MXNET_KVSTORE_BIGARRAY_BOUND" in r.stdout
+
+
+def test_the_shipped_sweep_servers_follow_their_pieces(capsys):
+    """experiments/measured/ps-pieces-emulated-repeats/r1.db, on each configuration's
+    median replicate (`python -m bench.server_pieces`). A cost per byte says the first two
+    ratios are 1.00 and the busiest server drops to 0.66 of itself at bound 1000; the cost
+    per request fitted on the four replicated sweeps said 1.30-1.36, 1.18-1.22 and
+    0.95-1.05 (preregistered.md)."""
+    from bench import server_pieces
+
+    found = {(p.strategy, p.workers): p for p in server_pieces.pairs(
+        server_pieces.read(server_pieces.SHIPPED))}
+    assert sorted(found) == [("ps-async", 2), ("ps-async", 4), ("ps-sync", 2), ("ps-sync", 4)]
+    got = {k: tuple(round(p.ratio(*c), 2) for c in (("total", 1, 1000), ("total", 1000, 0),
+                                                     ("busiest", 1000, 0), ("t_iter", 1, 1000)))
+           for k, p in found.items()}
+    assert got == {("ps-async", 2): (1.24, 1.15, 0.96, 1.16),
+                   ("ps-async", 4): (1.33, 1.11, 0.93, 1.24),
+                   ("ps-sync", 2): (1.28, 1.03, 0.84, 1.15),
+                   ("ps-sync", 4): (1.09, 1.12, 0.92, 1.05)}, got
+    for p in found.values():  # the recorded placements: same bytes, the pieces moved
+        held = {b: sorted((round(q.nbytes / 1e6, 1), q.pieces) for q in s.points)
+                for b, s in p.by_bound.items()}
+        assert held == {0: [(5.5, 87), (16.9, 86)], 1000: [(11.2, 115), (11.2, 116)],
+                        1: [(11.2, 173), (11.2, 173)]}
+    fits = {fam[2]: (plain, req) for fam, (plain, req) in
+            server_pieces.fitted(server_pieces.read(server_pieces.SHIPPED)).items()}
+    assert round(fits[False][1][2] * 1e6) == 126 and round(fits[True][1][2] * 1e6) == 227
+    assert server_pieces.main([]) == 0
+    out = capsys.readouterr().out
+    assert "synchronous: busiest server of 4 larger runs, median |error| per byte 16.5%" in out
+    assert "asynchronous: busiest server of 4 larger runs, median |error| per byte 17.7% " \
+           "(bias +1.4%), with requests 1.2%" in out
+
+
+def test_bench_server_pieces_names_what_it_needs(tmp_path):
+    from bench import server_pieces
+
+    with pytest.raises(SystemExit) as exc:
+        server_pieces.main(["--db", str(tmp_path / "nope.db")])
+    assert exc.value.code == 2
+
+
+@pytest.mark.parametrize("flags, verdicts", [
+    ((), ["ps-async: median |error| 10.9% (target <= 10%), worst 15.3% (target <= 25%) over "
+          "4 held-out run(s): FAIL",
+          "ps-sync: median |error| 3.0% (target <= 10%), worst 3.4% (target <= 25%) over 4 "
+          "held-out run(s): PASS"]),
+    (("--server-requests",),
+     ["ps-async: median |error| 9.5% (target <= 10%), worst 16.5% (target <= 25%) over 4 "
+      "held-out run(s): PASS",
+      "ps-sync: median |error| 7.4% (target <= 10%), worst 14.3% (target <= 25%) over 4 "
+      "held-out run(s): PASS",
+      "126.2 core-us per request (a piece's push and pull) per client"]),
+])
+def test_the_shipped_sweep_held_out_each_way(tmp_path, flags, verdicts):
+    """The step held out on the pieces sweep (README, "Pieces at fixed bytes"): its
+    4-worker runs, each bound a curve of its own, predicted from its <= 2-worker runs."""
+    import shutil
+
+    from bench import server_pieces
+
+    db = shutil.copy(server_pieces.SHIPPED, tmp_path / "r1.db")
+    r = run_cli("predict", "--validate", "--holdout", *flags, "--db", str(db))
+    assert r.returncode == (1 if any(v.endswith("FAIL") for v in verdicts) else 0), r.stderr
+    for v in verdicts:
+        assert v in r.stdout, r.stdout[-3000:]
+    assert "ps-sync ps2 split>=1 x4 @ 1gbit" in r.stdout
+    assert "ps-sync ps2 split>=1 x4 on 4 hosts" in r.stdout  # the traffic check's label
