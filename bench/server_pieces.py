@@ -12,7 +12,7 @@ ratios a cost per byte says are 1 and a cost per request says are not; then the 
 fit each way (fitted on the sweep's <= 2-worker runs, the busiest server of each larger
 run predicted). Measures nothing (a second); the database is read from a copy.
 
-    python -m bench.server_pieces [--db RESULTS.db]
+    python -m bench.server_pieces [--db RESULTS.db ...]
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from harness import replicates  # noqa: E402
 from harness.perfmodel import servercost  # noqa: E402
 from harness.store import Store  # noqa: E402
 
-SHIPPED = REPO / "experiments" / "measured" / "ps-pieces-emulated-repeats" / "r1.db"
+#: the shipped sweeps of experiments/ps-pieces-emulated.toml (r1.db, r2.db, ...)
+MEASURED = REPO / "experiments" / "measured" / "ps-pieces-emulated-repeats"
 #: the bounds the experiment compares: MXNet's default (stored as 0), 1000 and 1
 BOUNDS = (0, 1000, 1)
 
@@ -107,23 +108,11 @@ def _bound_name(b: int) -> str:
     return "default" if b == 0 else str(b)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--db", type=Path, default=SHIPPED,
-                    help="a results database of experiments/ps-pieces-emulated.toml "
-                         "(default: the shipped sweep)")
-    args = ap.parse_args(argv)
-    if not args.db.is_file():
-        ap.error(f"--db {args.db}: no such file (run `dnnbench run -e "
-                 "experiments/ps-pieces-emulated.toml --db FILE` first)")
-    runs = read(args.db)
-    found = pairs(runs)
-    if not any(len(p.by_bound) > 1 for p in found):
-        ap.error(f"--db {args.db}: no 2-server configuration measured at more than one "
-                 "ps_split_bound with servers' telemetry (experiments/ps-pieces-emulated.toml "
-                 "has them)")
+def report(runs: list[dict]) -> None:
+    """Print one sweep's servers at each bound, their ratios and the held-out fit."""
     print("each server: MB held / pieces / CPU per step (core-ms), busiest first; "
           "the sum over replicates in brackets")
+    found = pairs(runs)
     for p in found:
         print(f"{p.strategy} x{p.workers}")
         for b in BOUNDS:
@@ -164,6 +153,30 @@ def main(argv: list[str] | None = None) -> int:
             for c in cs:
                 print(f"    {c.label:<40} measured {c.measured * 1e3:5.0f}  per byte "
                       f"{c.by_bytes * 1e3:5.0f}  requests {c.with_requests * 1e3:5.0f} core-ms")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--db", type=Path, action="append", default=[],
+                    help="a results database of experiments/ps-pieces-emulated.toml; "
+                         "repeat for several (default: every shipped sweep, "
+                         "experiments/measured/ps-pieces-emulated-repeats/r*.db)")
+    args = ap.parse_args(argv)
+    dbs = args.db or sorted(MEASURED.glob("r*.db"))
+    sweeps = []
+    for db in dbs:
+        if not db.is_file():
+            ap.error(f"--db {db}: no such file (run `dnnbench run -e "
+                     "experiments/ps-pieces-emulated.toml --db FILE` first)")
+        runs = read(db)
+        if not any(len(p.by_bound) > 1 for p in pairs(runs)):
+            ap.error(f"--db {db}: no 2-server configuration measured at more than one "
+                     "ps_split_bound with servers' telemetry "
+                     "(experiments/ps-pieces-emulated.toml has them)")
+        sweeps.append((db, runs))
+    for i, (db, runs) in enumerate(sweeps):
+        print(("\n" if i else "") + f"== {db} ==")
+        report(runs)
     return 0
 
 

@@ -76,7 +76,7 @@ def test_the_shipped_sweep_servers_follow_their_pieces(capsys):
     from bench import server_pieces
 
     found = {(p.strategy, p.workers): p for p in server_pieces.pairs(
-        server_pieces.read(server_pieces.SHIPPED))}
+        server_pieces.read(server_pieces.MEASURED / "r1.db"))}
     assert sorted(found) == [("ps-async", 2), ("ps-async", 4), ("ps-sync", 2), ("ps-sync", 4)]
     got = {k: tuple(round(p.ratio(*c), 2) for c in (("total", 1, 1000), ("total", 1000, 0),
                                                      ("busiest", 1000, 0), ("t_iter", 1, 1000)))
@@ -91,7 +91,7 @@ def test_the_shipped_sweep_servers_follow_their_pieces(capsys):
         assert held == {0: [(5.5, 87), (16.9, 86)], 1000: [(11.2, 115), (11.2, 116)],
                         1: [(11.2, 173), (11.2, 173)]}
     fits = {fam[2]: (plain, req) for fam, (plain, req) in
-            server_pieces.fitted(server_pieces.read(server_pieces.SHIPPED)).items()}
+            server_pieces.fitted(server_pieces.read(server_pieces.MEASURED / "r1.db")).items()}
     assert round(fits[False][1][2] * 1e6) == 126 and round(fits[True][1][2] * 1e6) == 227
     assert server_pieces.main([]) == 0
     out = capsys.readouterr().out
@@ -127,7 +127,7 @@ def test_the_shipped_sweep_held_out_each_way(tmp_path, flags, verdicts):
 
     from bench import server_pieces
 
-    db = shutil.copy(server_pieces.SHIPPED, tmp_path / "r1.db")
+    db = shutil.copy(server_pieces.MEASURED / "r1.db", tmp_path / "r1.db")
     r = run_cli("predict", "--validate", "--holdout", *flags, "--db", str(db))
     assert r.returncode == (1 if any(v.endswith("FAIL") for v in verdicts) else 0), r.stderr
     for v in verdicts:
