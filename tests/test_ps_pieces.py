@@ -67,37 +67,40 @@ def test_run_help_teaches_the_bound():
     assert "MXNET_KVSTORE_BIGARRAY_BOUND" in r.stdout
 
 
-def test_the_shipped_sweep_servers_follow_their_pieces(capsys):
-    """experiments/measured/ps-pieces-emulated-repeats/r1.db, on each configuration's
-    median replicate (`python -m bench.server_pieces`). A cost per byte says the first two
-    ratios are 1.00 and the busiest server drops to 0.66 of itself at bound 1000; the cost
-    per request fitted on the four replicated sweeps said 1.30-1.36, 1.18-1.22 and
-    0.95-1.05 (preregistered.md)."""
+@pytest.mark.parametrize("sweep, ratios, requests_us, errors", [
+    ("r1.db", {("ps-async", 2): (1.24, 1.15, 0.96, 1.16), ("ps-async", 4): (1.33, 1.11, 0.93, 1.24),
+               ("ps-sync", 2): (1.28, 1.03, 0.84, 1.15), ("ps-sync", 4): (1.09, 1.12, 0.92, 1.05)},
+     (126, 227), "per byte 16.5% (bias -0.9%), with requests 8.0%"),
+    ("r2.db", {("ps-async", 2): (1.28, 1.16, 0.97, 1.17), ("ps-async", 4): (1.36, 1.19, 1.03, 1.28),
+               ("ps-sync", 2): (1.32, 1.11, 0.91, 1.20), ("ps-sync", 4): (1.15, 1.23, 1.03, 1.10)},
+     (144, 178), "per byte 22.3% (bias -6.3%), with requests 13.4%"),
+])
+def test_the_shipped_sweeps_servers_follow_their_pieces(capsys, sweep, ratios, requests_us,
+                                                        errors):
+    """experiments/measured/ps-pieces-emulated-repeats/, each sweep on its configurations'
+    median replicates (`python -m bench.server_pieces`): the summed servers' CPU at bound
+    1 over 1000 (same bytes, more pieces), at 1000 over the default (same total bytes),
+    the busiest server at 1000 over the default, t_iter at 1 over 1000. A cost per byte
+    says 1.00, 1.00 and 0.66; the cost per request fitted on the four replicated sweeps
+    said 1.30-1.36, 1.18-1.22 and 0.95-1.05 (preregistered.md)."""
     from bench import server_pieces
 
-    found = {(p.strategy, p.workers): p for p in server_pieces.pairs(
-        server_pieces.read(server_pieces.MEASURED / "r1.db"))}
-    assert sorted(found) == [("ps-async", 2), ("ps-async", 4), ("ps-sync", 2), ("ps-sync", 4)]
+    runs = server_pieces.read(server_pieces.MEASURED / sweep)
+    found = {(p.strategy, p.workers): p for p in server_pieces.pairs(runs)}
     got = {k: tuple(round(p.ratio(*c), 2) for c in (("total", 1, 1000), ("total", 1000, 0),
                                                      ("busiest", 1000, 0), ("t_iter", 1, 1000)))
            for k, p in found.items()}
-    assert got == {("ps-async", 2): (1.24, 1.15, 0.96, 1.16),
-                   ("ps-async", 4): (1.33, 1.11, 0.93, 1.24),
-                   ("ps-sync", 2): (1.28, 1.03, 0.84, 1.15),
-                   ("ps-sync", 4): (1.09, 1.12, 0.92, 1.05)}, got
+    assert got == ratios, got
     for p in found.values():  # the recorded placements: same bytes, the pieces moved
         held = {b: sorted((round(q.nbytes / 1e6, 1), q.pieces) for q in s.points)
                 for b, s in p.by_bound.items()}
         assert held == {0: [(5.5, 87), (16.9, 86)], 1000: [(11.2, 115), (11.2, 116)],
                         1: [(11.2, 173), (11.2, 173)]}
-    fits = {fam[2]: (plain, req) for fam, (plain, req) in
-            server_pieces.fitted(server_pieces.read(server_pieces.MEASURED / "r1.db")).items()}
-    assert round(fits[False][1][2] * 1e6) == 126 and round(fits[True][1][2] * 1e6) == 227
-    assert server_pieces.main([]) == 0
+    fits = {fam[2]: req for fam, (_, req) in server_pieces.fitted(runs).items()}
+    assert (round(fits[False][2] * 1e6), round(fits[True][2] * 1e6)) == requests_us
+    assert server_pieces.main(["--db", str(server_pieces.MEASURED / sweep)]) == 0
     out = capsys.readouterr().out
-    assert "synchronous: busiest server of 4 larger runs, median |error| per byte 16.5%" in out
-    assert "asynchronous: busiest server of 4 larger runs, median |error| per byte 17.7% " \
-           "(bias +1.4%), with requests 1.2%" in out
+    assert f"synchronous: busiest server of 4 larger runs, median |error| {errors}" in out
 
 
 def test_bench_server_pieces_names_what_it_needs(tmp_path):
@@ -108,27 +111,43 @@ def test_bench_server_pieces_names_what_it_needs(tmp_path):
     assert exc.value.code == 2
 
 
-@pytest.mark.parametrize("flags, verdicts", [
-    ((), ["ps-async: median |error| 10.9% (target <= 10%), worst 15.3% (target <= 25%) over "
-          "4 held-out run(s): FAIL",
-          "ps-sync: median |error| 3.0% (target <= 10%), worst 3.4% (target <= 25%) over 4 "
-          "held-out run(s): PASS"]),
-    (("--server-requests",),
+@pytest.mark.parametrize("sweeps, flags, verdicts", [
+    (("r1.db",), (), ["ps-async: median |error| 10.9% (target <= 10%), worst 15.3% (target "
+                      "<= 25%) over 4 held-out run(s): FAIL",
+                      "ps-sync: median |error| 3.0% (target <= 10%), worst 3.4% (target <= "
+                      "25%) over 4 held-out run(s): PASS"]),
+    (("r1.db",), ("--server-requests",),
      ["ps-async: median |error| 9.5% (target <= 10%), worst 16.5% (target <= 25%) over 4 "
       "held-out run(s): PASS",
       "ps-sync: median |error| 7.4% (target <= 10%), worst 14.3% (target <= 25%) over 4 "
       "held-out run(s): PASS",
       "126.2 core-us per request (a piece's push and pull) per client"]),
+    (("r2.db",), (), ["ps-async: median |error| 10.9% (target <= 10%), worst 18.4% (target "
+                      "<= 25%) over 4 held-out run(s): FAIL",
+                      "ps-sync: median |error| 5.4% (target <= 10%), worst 11.9% (target <= "
+                      "25%) over 4 held-out run(s): PASS"]),
+    (("r2.db",), ("--server-requests",),
+     ["ps-async: median |error| 5.2% (target <= 10%), worst 10.6% (target <= 25%) over 4 "
+      "held-out run(s): PASS",
+      "ps-sync: median |error| 8.1% (target <= 10%), worst 11.2% (target <= 25%) over 4 "
+      "held-out run(s): PASS"]),
+    (("r1.db", "r2.db"), (), ["ps-async, median sweep: median 10.7%, worst 17.7%: FAIL",
+                              "ps-sync, median sweep: median 5.4%, worst 11.5%: PASS"]),
+    (("r1.db", "r2.db"), ("--server-requests",),
+     ["ps-async, median sweep: median 4.7%, worst 10.6%: PASS",
+      "ps-sync, median sweep: median 8.2%, worst 11.1%: PASS"]),
 ])
-def test_the_shipped_sweep_held_out_each_way(tmp_path, flags, verdicts):
-    """The step held out on the pieces sweep (README, "Pieces at fixed bytes"): its
-    4-worker runs, each bound a curve of its own, predicted from its <= 2-worker runs."""
+def test_the_shipped_sweeps_held_out_each_way(tmp_path, sweeps, flags, verdicts):
+    """The step held out on the pieces sweeps (README, "Pieces at fixed bytes"): their
+    4-worker runs, each bound a curve of its own, predicted from their <= 2-worker runs;
+    each sweep alone, then the two as a median sweep."""
     import shutil
 
     from bench import server_pieces
 
-    db = shutil.copy(server_pieces.MEASURED / "r1.db", tmp_path / "r1.db")
-    r = run_cli("predict", "--validate", "--holdout", *flags, "--db", str(db))
+    dbs = [shutil.copy(server_pieces.MEASURED / n, tmp_path / n) for n in sweeps]
+    r = run_cli("predict", "--validate", "--holdout", *flags,
+                *[a for db in dbs for a in ("--db", str(db))])
     assert r.returncode == (1 if any(v.endswith("FAIL") for v in verdicts) else 0), r.stderr
     for v in verdicts:
         assert v in r.stdout, r.stdout[-3000:]
