@@ -22,6 +22,17 @@ from tests.test_process_runner import alive
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 
+#: an experiment file's [defaults] for the smallest real training run these tests time
+TINY_RUN = """model = "googlenet"
+image_size = 32
+batch_size = 4
+num_classes = 10
+steps = 3
+warmup = 1
+trials = 2
+target_width = 0
+"""
+
 SERVER = """
 import socket, sys, time
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -151,15 +162,7 @@ def test_mxnet_split_bound_moves_bytes_between_its_servers(all_envs, clean, tmp_
     exp.write_text('''name = "split"
 [defaults]
 framework = "mxnet"
-model = "googlenet"
-image_size = 32
-batch_size = 4
-num_classes = 10
-steps = 3
-warmup = 1
-trials = 2
-target_width = 0
-strategy = "ps-sync"
+''' + TINY_RUN + '''strategy = "ps-sync"
 nodes = 2
 ps = 2
 ps_hosts = "own"
@@ -506,15 +509,7 @@ def test_runs_on_limited_hosts_are_placed_in_their_limits(all_envs, clean, tmp_p
     exp.write_text("""name = "limits"
 [defaults]
 framework = "torch"
-model = "googlenet"
-image_size = 32
-batch_size = 4
-num_classes = 10
-steps = 3
-warmup = 1
-trials = 2
-target_width = 0
-link = "unshaped"
+""" + TINY_RUN + """link = "unshaped"
 cpus_per_host = 1.0
 [matrix]
 strategy = ["single", "allreduce", "horovod"]
