@@ -256,6 +256,13 @@ def build_parser() -> argparse.ArgumentParser:
                              "holds, whatever its bytes) beside its cost per byte, fitted "
                              "where the small runs' servers hold different pieces per byte "
                              "(README, \"What a request costs a server\")")
+    p_pred.add_argument("--worker-wire", action="store_true",
+                        help="with --holdout: a parameter-server worker's CPU gets a cost "
+                             "per byte it moves to or from another host (its pushes and "
+                             "pulls across the link), fitted on the small runs' workers' "
+                             "telemetry; without it a worker's CPU per step is its small "
+                             "runs' at every scale (README, \"What a byte on the wire "
+                             "costs a worker\")")
     p_pred.add_argument("--experiment", help="with --validate: only this experiment's runs")
     p_pred.add_argument("--links", action="store_true", help="list link profiles and exit")
 
@@ -1092,6 +1099,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.server_requests and not args.holdout:
         raise UserError("--server-requests chooses how --holdout fits the servers' CPU: use "
                         "--validate --holdout --server-requests")
+    if args.worker_wire and not args.holdout:
+        raise UserError("--worker-wire chooses how --holdout fits the workers' CPU: use "
+                        "--validate --holdout --worker-wire")
     if args.validate:
         require_file(args.db)
         if args.holdout and len(dbs) > 1:
@@ -1100,7 +1110,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
             try:
                 rep = holdout_repeats.validate(dbs, args.experiment, pooled=args.pooled_links,
                                                median_fit=args.median_fit,
-                                               requests=args.server_requests)
+                                               requests=args.server_requests,
+                                               worker_wire=args.worker_wire)
             except (holdout.HoldoutError, StoreError) as exc:
                 raise UserError(str(exc)) from None
             print(holdout_repeats.table(rep))
@@ -1113,7 +1124,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
                     result = holdout.validate(store, args.experiment,
                                               pooled=args.pooled_links,
                                               replicate=args.replicate,
-                                              requests=args.server_requests)
+                                              requests=args.server_requests,
+                                              worker_wire=args.worker_wire)
                 except holdout.HoldoutError as exc:
                     raise UserError(str(exc)) from None
             print(holdout.table(result))

@@ -59,7 +59,7 @@ from dataclasses import dataclass, field, replace
 from frameworks.contract import PS_STRATEGIES
 from frameworks.plan import layout_note, ps_layout
 from harness import bottleneck, noise, replicates
-from harness.perfmodel import network, paces, servercost, traffic
+from harness.perfmodel import hostcpu, network, paces, servercost, traffic, workercost
 from harness.perfmodel.measured import compute_from_baseline
 from harness.perfmodel.predict import Compute, Scenario, ServerCost, predict
 from harness.perfmodel.validate import STRATEGY_MAP, asynchronous, scenario
@@ -106,6 +106,9 @@ class HeldOut:
     #: the measured run's probes read the machine disturbed (harness/noise.py): its error
     #: may be the machine's, not the model's
     disturbed: bool = False
+    #: where the step is simulated: rank 0's host's worker and servers, core-seconds per
+    #: step measured against modelled (hostcpu.py)
+    host_cpu: hostcpu.HostCpu | None = None
 
     @property
     def error(self) -> float:
@@ -123,6 +126,8 @@ class Result:
     skipped: list[str] = field(default_factory=list)  # curves that could not be validated
     links: dict[str, str] = field(default_factory=dict)  # link family -> fitted values
     servers: dict[str, str] = field(default_factory=dict)  # family -> fitted server cost
+    #: family -> the workers' fitted CPU per byte across the link (`worker_wire`)
+    workers: dict[str, str] = field(default_factory=dict)
     pooled: bool = False  # every curve used its family's pooled link fit
     #: the model's bytes per host against the emulated hosts' counters, every run across
     #: emulated hosts (parameter servers and allreduce)
@@ -181,11 +186,14 @@ def _label(r: dict) -> str:
             + (f" @ {r['link']}{limit}" if r.get("link") else ""))
 
 
-def _scenario(r: dict, costs: dict[tuple, ServerCost] | None = None) -> Scenario:
-    """The run's shape, with its family's fitted server cost; its links are the fitted
-    ones (set in _comm)."""
+def _scenario(r: dict, costs: dict[tuple, ServerCost] | None = None,
+              wires: dict[tuple, float] | None = None) -> Scenario:
+    """The run's shape, with its family's fitted server cost and workers' cost per byte
+    across the link; its links are the fitted ones (set in _comm)."""
     sc = scenario(r, _UNFITTED, _UNFITTED)
-    return replace(sc, server_cost=(costs or {}).get(servercost.family(r)))
+    fam = servercost.family(r)
+    return replace(sc, server_cost=(costs or {}).get(fam),
+                   worker_wire_cost=(wires or {}).get(fam, 0.0))
 
 
 def _comm(sc: Scenario, compute: Compute, alpha: float, beta: float) -> float:
@@ -217,9 +225,11 @@ def _worker_compute(compute: Compute, base: dict) -> Compute:
                    f"({used[0] / q * 1e3:.0f} ms over the {q:g} CPU quota)")
 
 
-def _inverted_scale(compute: Compute, r: dict, server: ServerCost) -> float:
+def _inverted_scale(compute: Compute, r: dict, server: ServerCost, wire: float = 0.0
+                    ) -> float:
     """The scale of `compute` at which run r's simulated step (psstep, with the family's
-    fitted server cost and the wire's shaped rate) takes r's measured time: the model run
+    fitted server cost, its workers' cost per byte across the link (`wire`) and the
+    wire's shaped rate) takes r's measured time: the model run
     backwards on a run it is fitted to. The simulated step grows with the compute, so the
     root is bracketed and found by regula falsi (Illinois: a few simulated steps, not the
     60 of bisection); 0 where the step is all wire and server. The simulated step can
@@ -227,7 +237,7 @@ def _inverted_scale(compute: Compute, r: dict, server: ServerCost) -> float:
     2-server curve the model made itself), and there the scale is only as exact as that."""
     beta = _shaped_beta(r.get("link") or "") or 0.0
     lk = network.Link("shaped", 0.0, beta)
-    sc = replace(_scenario(r), server_cost=server, intra=lk, inter=lk)
+    sc = replace(_scenario(r), server_cost=server, worker_wire_cost=wire, intra=lk, inter=lk)
     target = r["t_iter_s"]
 
     def gap(f: float) -> float:
@@ -259,20 +269,22 @@ def _inverted_scale(compute: Compute, r: dict, server: ServerCost) -> float:
     return (lo + hi) / 2
 
 
-def _own_hosts_compute(compute: Compute, base: dict, server: ServerCost) -> Compute:
+def _own_hosts_compute(compute: Compute, base: dict, server: ServerCost, wire: float = 0.0
+                       ) -> Compute:
     """The baseline's compute where its server ran on a host of its own (ps_hosts =
     "own"): its step was the worker's compute, the pushes crossing the wire as backward
     made them, the server's work on its own quota and the replies coming back, so none of
     it can simply be subtracted. The compute is scaled until the simulated 1-worker step
     takes the measured time (_inverted_scale)."""
-    f = _inverted_scale(compute, base, server)
+    f = _inverted_scale(compute, base, server, wire)
     return _scaled(compute, f, f"{compute.source}, less the wire to its server on a host "
                    f"of its own and that server's work ({(1 - f) * base['t_iter_s'] * 1e3:.0f}"
                    " ms, from the simulated 1-worker step)")
 
 
 def _pooled_compute(compute: Compute, base: dict, fitted: Compute, small: list[dict],
-                    server: ServerCost, memo: dict[tuple[str, str], float]) -> Compute:
+                    server: ServerCost, memo: dict[tuple[str, str], float],
+                    wire: float = 0.0) -> Compute:
     """The compute of a curve whose step is simulated, from every run it may be fitted on:
     the 1-worker run (`fitted`: its compute with its server's share taken out) and the
     2-worker runs of the same network, step, link, quota and server layout, whatever
@@ -288,7 +300,7 @@ def _pooled_compute(compute: Compute, base: dict, fitted: Compute, small: list[d
         return fitted
     for r in small:
         if (base["run_id"], r["run_id"]) not in memo:
-            memo[base["run_id"], r["run_id"]] = _inverted_scale(compute, r, server)
+            memo[base["run_id"], r["run_id"]] = _inverted_scale(compute, r, server, wire)
     scales = [(base["run_id"], fitted.total / compute.total)] + \
         [(r["run_id"], memo[base["run_id"], r["run_id"]]) for r in small]
     f = median([v for _, v in scales])
@@ -477,13 +489,17 @@ def _modelled(r: dict) -> bool:
 
 
 def validate(store: Store, experiment: str | None = None, pooled: bool = False,
-             replicate: int | None = None, requests: bool = False) -> Result:
+             replicate: int | None = None, requests: bool = False,
+             worker_wire: bool = False) -> Result:
     """Fit on runs with <= FIT_MAX_WORKERS workers, predict the larger ones (the link
     per curve, or per link family with `pooled`). A configuration measured more than once
     in the sweep is its median replicate, or its replicate `replicate` where given
     (harness/replicates.py). `requests`: the servers' cost gets a term per request (each
     client's push of each piece a server holds, whatever its bytes: `_fit_servers`),
-    fitted where the small runs' servers tell it apart from the cost per byte."""
+    fitted where the small runs' servers tell it apart from the cost per byte.
+    `worker_wire`: a worker's CPU gets a cost per byte it moves to or from another host
+    (workercost.py), fitted on the small runs' workers' telemetry where their bytes
+    across the link differ."""
     from harness.commbench import fitted_link
 
     where = f"WHERE status = 'ok' AND mode = 'throughput' AND {SYNTHETIC}"
@@ -548,6 +564,25 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False,
                                 + (f" + {fitted[2] * 1e6:.1f} core-us per request (a "
                                    "piece's push and pull) per client" if requests else "")
                                 + f" ({how})")
+    # 0b. the workers' CPU per byte across the link, from the same runs' workers
+    wires: dict[tuple, float] = {}
+    if worker_wire:
+        worker_pts: dict[tuple, list[workercost.WorkerPoint]] = {}
+        for r in runs:
+            if (r["strategy"] == "ps-sync" or asynchronous(r)) and r.get("cpus_per_host") \
+                    and r["workers"] <= FIT_MAX_WORKERS:
+                worker_pts.setdefault(servercost.family(r), []).extend(workercost.points(r))
+        for fam, wpts in worker_pts.items():
+            name = f"{fam[0]} @ {fam[1]}" + (" (asynchronous)" if fam[2] else "")
+            w = workercost.fit(wpts)
+            if w is None:
+                result.workers[name] = ("not fitted: no configuration's workers moved "
+                                        "different bytes across the link")
+                continue
+            wires[fam] = w
+            result.workers[name] = (
+                f"{w * 1e9:.3f} core-ns per byte a worker moves to or from another host "
+                f"(workers' CPU telemetry of runs {', '.join(sorted({p.run_id for p in wpts}))})")
     # 1. compute per curve, and the fit points of each link family: a curve's own small
     # runs, unless none of them crosses the link and a small run of the same network on
     # other hosts does (a 2-worker run on one host measures loopback, not the link)
@@ -574,12 +609,14 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False,
             simulated_fams.add(_family(sample))
             own_hosts = base["strategy"] in PS_STRATEGIES and ps_layout(base) == "own"
             server = costs[servercost.family(sample)]
-            fitted = (_own_hosts_compute(compute, base, server) if own_hosts
+            wire = wires.get(servercost.family(sample), 0.0)
+            fitted = (_own_hosts_compute(compute, base, server, wire) if own_hosts
                       else _worker_compute(compute, base))
             small = [r for r in runs if 1 < r["workers"] <= FIT_MAX_WORKERS
                      and _key(r, _POOLED) == _key(sample, _POOLED)]
             plans.append((curve, base,
-                          _pooled_compute(compute, base, fitted, small, server, memo)))
+                          _pooled_compute(compute, base, fitted, small, server, memo,
+                                          wire)))
             continue
         if asynchronous(sample):
             result.skipped.append(f"{_label(sample)}: asynchronous servers are modelled by "
@@ -660,7 +697,7 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False,
                 result.skipped.append(f"{_label(r)}: no 2-worker run on its link to fit "
                                       "the link from")
                 continue
-            sc = _scenario(r, costs)
+            sc = _scenario(r, costs, wires)
             lk = network.Link("fitted", alpha, beta)
             p = predict(replace(sc, intra=lk, inter=lk), compute)
             off = off_wire.get(_key(r))
@@ -674,7 +711,8 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False,
                 r["run_id"],
                 (max(p.detail["simulated_cpu_busy"]), max(p.detail["simulated_wire_busy"]))
                 if "simulated_cpu_busy" in p.detail else None,
-                noise.state(r) == "disturbed"))
+                noise.state(r) == "disturbed",
+                hostcpu.rank0(r, sc, compute) if "simulated_cpu_busy" in p.detail else None))
     result.disturbed_fits = sorted({
         _label(r) for curve, _, _ in plans if any(x["workers"] > FIT_MAX_WORKERS for x in curve)
         for r in curve if r["workers"] <= FIT_MAX_WORKERS and noise.state(r) == "disturbed"})
@@ -730,12 +768,21 @@ def table(result: Result) -> str:
         lines.append(f"  link {fam}: {txt}")
     for fam, txt in result.servers.items():
         lines.append(f"  parameter servers' CPU, {fam}: {txt}")
+    for fam, txt in result.workers.items():
+        lines.append(f"  workers' CPU across the link, {fam}: {txt}")
     for txt in result.replicated:
         lines.append(f"  measured more than once in the sweep: {txt}")
     for r in result.rows:
         lines.append(f"  {r.label}: {r.fitted_from}")
     for s in result.skipped:
         lines.append(f"  not validated: {s}")
+    split = [r for r in result.rows if r.host_cpu]
+    if split:
+        lines += ["", "rank 0's host's CPU per step, core-ms measured / modelled (its worker: "
+                  "the curve's compute at its share of the quota; its servers: their fitted "
+                  "cost on what the placement gives them):"]
+        lines += [f"  {r.label:<58} {hostcpu.text(r.host_cpu)}" for r in split
+                  if r.host_cpu is not None]
     if result.traffic:
         lines += ["", traffic.table(result.traffic)]
     if result.bottlenecks:

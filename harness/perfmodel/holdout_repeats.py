@@ -56,24 +56,24 @@ def _large(r: dict) -> bool:
 
 
 def validate(repeats: list[str | Path], experiment: str | None = None,
-             pooled: bool = False, median_fit: bool = False, requests: bool = False
-             ) -> Repeats:
+             pooled: bool = False, median_fit: bool = False, requests: bool = False,
+             worker_wire: bool = False) -> Repeats:
     """Each repeat's held-out result and the median sweep's (with `median_fit`, also each
     repeat's large runs predicted from the median sweep's small ones). HoldoutError where
     the median sweep itself cannot be validated (a repeat that cannot is reported, not
-    fatal). `requests`: holdout.validate's."""
+    fatal). `requests`, `worker_wire`: holdout.validate's."""
+    fit = {"pooled": pooled, "requests": requests, "worker_wire": worker_wire}
     with tempfile.TemporaryDirectory(prefix="dnnbench-median-sweep-") as tmp:
         sweep = median_sweep.build(repeats, Path(tmp) / "median.db")
         with Store(sweep.path) as st:
-            med = holdout.validate(st, experiment, pooled=pooled, requests=requests)
+            med = holdout.validate(st, experiment, **fit)
             config_of = _configs(st)
         fitted: list[holdout.Result | str] = []
         for i in range(len(sweep.repeats) if median_fit else 0):
             hybrid = median_sweep.build(repeats, Path(tmp) / f"fit{i}.db", i, _large)
             with Store(hybrid.path) as st:
                 try:
-                    fitted.append(holdout.validate(st, experiment, pooled=pooled,
-                                                   requests=requests))
+                    fitted.append(holdout.validate(st, experiment, **fit))
                 except holdout.HoldoutError as exc:
                     fitted.append(str(exc))
     out = Repeats(sweep, med, config_of=config_of, median_fitted=fitted)
@@ -81,7 +81,7 @@ def validate(repeats: list[str | Path], experiment: str | None = None,
         with Store(p, readonly=True) as st:
             out.config_of.update(_configs(st))
             try:
-                out.each.append(holdout.validate(st, experiment, pooled=pooled, requests=requests))
+                out.each.append(holdout.validate(st, experiment, **fit))
             except holdout.HoldoutError as exc:
                 out.each.append(str(exc))
     return out

@@ -120,6 +120,10 @@ class Scenario:
     #: the servers' own CPU time; with `ps_colocated` and a quota it adds to the step of
     #: the host whose server is busiest (None: not modelled)
     server_cost: ServerCost | None = None
+    #: where the step is simulated (psstep): a worker's own CPU time, core-seconds per
+    #: byte it sends to or receives from another host (harness/perfmodel/workercost.py;
+    #: 0: none beyond its compute)
+    worker_wire_cost: float = 0.0
     #: where the step is simulated (psstep): the timed steps of an interleaved run's
     #: trial, each begun by every worker together after one untimed step, as the harness
     #: measures it (psstep's `trial`); None: the steady step
@@ -387,7 +391,7 @@ def _simulate(s: Scenario, net: NetworkCost, inter: network.Link, compute: Compu
                           per_client_piece=s.server_cost.per_client_piece,
                           own_hosts=not s.ps_colocated, sync=not s.ps_async,
                           lead=psstep.ASYNC_LEAD, trial=s.trial_steps,
-                          server_hosts=server_hosts(s))
+                          server_hosts=server_hosts(s), per_wire_byte=s.worker_wire_cost)
     where = ("its busy workers and servers" if s.ps_colocated else
              "its busy processes (workers' hosts, then a host per server)")
     notes = [f"the step simulated tensor by tensor (harness/perfmodel/psstep.py): each "
@@ -402,6 +406,8 @@ def _simulate(s: Scenario, net: NetworkCost, inter: network.Link, compute: Compu
                 "step is the slowest worker's" if s.ps_async else
                 "a server sums each push and updates once all are in, the next forward "
                 "waits for every reply")
+             + (f"; a worker spends {s.worker_wire_cost * 1e9:.2f} core-ns per byte it "
+                "moves to or from another host" if s.worker_wire_cost else "")
              + (f"; the link's alpha ({inter.alpha * 1e6:.0f} us) is not simulated"
                 if inter.alpha else "")]
     return res.t_iter, {"simulated_cpu_busy": res.cpu_busy,

@@ -195,7 +195,7 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
              ingress: bool = True, sync: bool = True, lead: int | None = None,
              queued: bool = True, trial: int | None = None,
              server_hosts: tuple[int, ...] | None = None,
-             per_client_piece: float = 0.0) -> StepResult:
+             per_client_piece: float = 0.0, per_wire_byte: float = 0.0) -> StepResult:
     """One steady synchronous step of `nodes` hosts of `per_node` workers with the servers
     of `assignment` ((tensor key, bytes, server) pieces; each process on the host the
     launcher puts it on, frameworks/plan.node_of: server i on host i mod nodes, or with
@@ -214,7 +214,11 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
     ones, then stops; the step is worker 0's timed span over `trial`. `server_hosts`, if
     given: the host of each server of `assignment` (ps-lite numbers servers by address,
     not in launch order: frameworks/ps_rules.pslite_server_order). `per_client_piece`:
-    a server's core-seconds per push whatever its bytes (predict.ServerCost)."""
+    a server's core-seconds per push whatever its bytes (predict.ServerCost).
+    `per_wire_byte`: a worker's core-seconds per byte it moves to or from another host
+    (its pushes out, the replies to its pulls in), spent before a push leaves and after a
+    reply lands by a network thread of its own (ZeroMQ's I/O thread), which shares the
+    worker's host's quota like any busy process (harness/perfmodel/workercost.py)."""
     workers = nodes * per_node
     servers = 1 + max(s for _, _, s in assignment)
     pieces: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
@@ -229,8 +233,10 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
     shost = list(server_hosts[:servers]) if server_hosts is not None else [
         node_of("server", s, nodes, per_node, servers, own_hosts) for s in range(servers)]
     hosts = nodes + servers if own_hosts else nodes
-    # processes: workers 0.., then servers; each runs its CPU tasks in order
-    host_of = whost + shost
+    # processes: workers 0.., then servers, then (with `per_wire_byte`) each worker's
+    # network thread; each runs its CPU tasks in order
+    host_of = whost + shost + (whost if per_wire_byte > 0 else [])
+    nio = workers + servers  # worker w's network thread: process nio + w
     cpu: list[deque[_Task]] = [deque() for _ in host_of]
     # transfers under way, by (sender host, receiver host), then by connection (sender
     # process, receiver process; with `queued` False a connection of its own), each in
@@ -272,11 +278,20 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
         for cs, ready in slices:
             cpu[w].append(_Task(cs, lambda w=w, ready=ready: [push(w, p) for p in ready]))
 
+    def wired(w: int, peer: int, nbytes: float, then: Callable[[], None]) -> None:
+        # worker w's network thread's work on a transfer to or from another host, then
+        # `then`; nothing where the peer is beside it (loopback) or with no such cost
+        if per_wire_byte > 0 and host_of[peer] != host_of[w]:
+            cpu[nio + w].append(_Task(per_wire_byte * nbytes, then))
+        else:
+            then()
+
     def push(w: int, piece: tuple[int, int, int]) -> None:
         i, nbytes, s = piece
-        send(w, workers + s, nbytes, lambda: cpu[workers + s].append(
-            _Task(per_client_byte * nbytes + per_client_piece,
-                  lambda: summed(piece, w))))
+        wired(w, workers + s, nbytes, lambda: send(
+            w, workers + s, nbytes, lambda: cpu[workers + s].append(
+                _Task(per_client_byte * nbytes + per_client_piece,
+                      lambda: summed(piece, w)))))
 
     def summed(piece: tuple[int, int, int], w: int) -> None:
         i, nbytes, s = piece
@@ -291,7 +306,8 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
     def reply(piece: tuple[int, int, int], to: tuple[int, ...] = ()) -> None:
         _, nbytes, s = piece
         for w in to or range(workers):
-            send(workers + s, w, nbytes, lambda w=w: pulled_one(w))
+            send(workers + s, w, nbytes, lambda w=w: wired(
+                w, workers + s, nbytes, lambda w=w: pulled_one(w)))
 
     waiting: list[int] = []
 

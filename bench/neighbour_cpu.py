@@ -1,0 +1,210 @@
+"""Does a worker's CPU per step depend on busy neighbours sharing its core? (`python -m
+bench.neighbour_cpu`; issue #17, items 1 and 4).
+
+Held out, the model keeps a parameter-server worker's CPU per step at what its 1- and
+2-worker runs measured, and at 4 and 8 workers the workers beside rank 0 spent a median
+10-12% more on every shipped set, with few of their bytes on the wire (`python -m
+bench.host_cpu`). With C = 0.25 CPU per emulated host, hosts 0-3 share core 0
+(runners/cgroups.py gives host i the cores [iC, (i+1)C) spans): at 1 worker rank 0's
+worker and server have that core to themselves, at 4 they time-slice it with six other
+busy processes. `cluster up`'s isolation probe (a spinning loop) reads its speed
+unchanged by neighbours; a training step, whose working set is the network's weights and
+activations, may not be.
+
+This measures it without the network: the same 1-worker run (MXNet dist_sync, one server
+beside it, GoogLeNet 32 px, batch 8, 0.25 CPU, as ps-pieces-emulated.toml's) alone, and
+with neighbours on its core holding the other 0.75 CPU of it (a cgroup of their own,
+outside dnnbench's, pinned to the run's core with that quota), of two kinds: `spin`, a
+Python loop (the isolation probe's load, a small working set), and `stream`, a loop
+copying 32 MiB (a working set far above the caches). The conditions are taken in turns
+(alone, spin, stream, alone, ...), each a `dnnbench run` of its own database. Prints each
+run's worker and server CPU per step and t_iter, then each condition's median over the
+one alone. Needs root, cgroups (v1 here), and the MXNet environment (built by the first
+run if missing); about 1.5 minutes per run here.
+
+    python -m bench.neighbour_cpu [--rounds 2] [--kinds spin,stream] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from runners import cgroups  # noqa: E402
+
+GROUP = "dnnbench-neighbours"  # outside cgroups.PARENT: `cluster down` never touches it
+#: what each kind of neighbour runs (one process per neighbour)
+LOADS = {"spin": "while True:\n    pass",
+         "stream": "src = bytes(32 << 20)\ndst = bytearray(32 << 20)\n"
+                   "while True:\n    dst[:] = src"}
+EXPERIMENT = """name = "neighbour-cpu"
+description = "one MXNet dist_sync worker and its server on one 0.25-CPU emulated host"
+[defaults]
+framework = "mxnet"
+model = "googlenet"
+image_size = 32
+batch_size = 8
+num_classes = 10
+steps = 4
+warmup = 2
+trials = 6
+target_width = 0
+link = "1gbit"
+timeout_s = 900
+cpus_per_host = {cpus}
+strategy = "ps-sync"
+nodes = 1
+ps = 1
+"""
+
+
+def _group_dirs() -> list[Path]:
+    if cgroups.version() == "v2":
+        return [cgroups.ROOT / GROUP]
+    return [cgroups.ROOT / c / GROUP for c in ("cpu", "cpuset")]
+
+
+def make_group(cpus: float, core: str) -> list[Path]:
+    """A cgroup of `cpus` CPUs pinned to `core`, for the neighbours; removed by
+    `remove_group`."""
+    period = cgroups.period_us(cpus)
+    quota = str(int(round(cpus * period)))
+    dirs = _group_dirs()
+    for d in dirs:
+        d.mkdir(exist_ok=True)
+    if cgroups.version() == "v2":
+        (dirs[0] / "cpu.max").write_text(f"{quota} {period}")
+        (dirs[0] / "cpuset.cpus").write_text(core)
+    else:
+        cpu, cs = dirs
+        (cpu / "cpu.cfs_period_us").write_text(str(period))
+        (cpu / "cpu.cfs_quota_us").write_text(quota)
+        (cs / "cpuset.cpus").write_text(core)
+        (cs / "cpuset.mems").write_text(
+            (cgroups.ROOT / "cpuset" / "cpuset.mems").read_text().strip())
+    return dirs
+
+
+def remove_group() -> None:
+    for d in _group_dirs():
+        if d.is_dir():
+            d.rmdir()
+
+
+def start_neighbours(kind: str, count: int, dirs: list[Path]) -> list[subprocess.Popen]:
+    """`count` processes of load `kind`, each joining the neighbours' group before it
+    runs a line of the load."""
+    procs_files = [str(d / "cgroup.procs") for d in dirs]
+
+    def join() -> None:
+        for f in procs_files:
+            Path(f).write_text(str(os.getpid()))
+
+    return [subprocess.Popen([sys.executable, "-c", LOADS[kind]], preexec_fn=join,
+                             start_new_session=True, stdout=subprocess.DEVNULL)
+            for _ in range(count)]
+
+
+def stop(procs: list[subprocess.Popen]) -> None:
+    """Only the processes started here, by PID."""
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+
+
+def measured(db: Path) -> dict[str, float]:
+    """Worker 0's and server 0's core-seconds per step and t_iter of the one run in `db`."""
+    from harness.store import Store
+
+    with Store(db, readonly=True) as st:
+        rows = st.runs("WHERE status = 'ok'")
+    if not rows:
+        raise RuntimeError(f"the run in {db} did not finish ok")
+    r = rows[0]
+    cores = json.loads(r.get("cpu_cores_by_process_json") or "{}")
+    t = r["t_iter_s"]
+    return {"t_iter": t, "worker": cores.get("worker0", 0.0) * t,
+            "server": cores.get("server0", 0.0) * t}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="each condition this many times, in turns (default 2)")
+    ap.add_argument("--kinds", default="spin,stream",
+                    help="neighbour loads, comma-separated, of: " + ", ".join(LOADS))
+    ap.add_argument("--cpus", type=float, default=0.25,
+                    help="the run's host's CPUs (default 0.25); the neighbours get the "
+                         "rest of its core")
+    ap.add_argument("--out", help="keep the runs' databases here (default: a temporary "
+                                  "folder, removed)")
+    args = ap.parse_args(argv)
+    kinds = [k for k in args.kinds.split(",") if k]
+    bad = [k for k in kinds if k not in LOADS]
+    if bad:
+        ap.error(f"--kinds {','.join(bad)}: unknown; use some of {', '.join(LOADS)}")
+    if not 0 < args.cpus < 1:
+        ap.error(f"--cpus {args.cpus:g}: give a share of one core, between 0 and 1")
+    if os.geteuid() != 0:
+        ap.error("needs root (emulated hosts and cgroups)")
+    core = cgroups.plan(1, args.cpus)[0].cpuset
+    rest = round(1.0 - args.cpus, 4)
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="dnnbench-neighbours-"))
+    out.mkdir(parents=True, exist_ok=True)
+    toml = out / "neighbour-cpu.toml"
+    toml.write_text(EXPERIMENT.format(cpus=args.cpus))
+    print(f"one 1-worker run on core {core} at {args.cpus:g} CPU; neighbours hold the other "
+          f"{rest:g} CPU of it; {args.rounds} round(s) of: alone, {', '.join(kinds)}",
+          flush=True)
+    results: dict[str, list[dict[str, float]]] = {}
+    try:
+        dirs = make_group(rest, core)
+        for rnd in range(args.rounds):
+            for cond in ["alone"] + kinds:
+                procs = [] if cond == "alone" else start_neighbours(cond, 2, dirs)
+                db = out / f"{cond}-{rnd}.db"
+                t0 = time.monotonic()
+                try:
+                    run = subprocess.run([sys.executable, "-m", "harness.cli", "run", "-e",
+                                          str(toml), "--db", str(db)], cwd=REPO,
+                                         capture_output=True, text=True, timeout=1800)
+                finally:
+                    stop(procs)
+                if run.returncode:
+                    print(run.stdout[-2000:], run.stderr[-2000:], file=sys.stderr)
+                    raise SystemExit(f"round {rnd + 1}, {cond}: dnnbench run failed "
+                                     f"(exit {run.returncode}); its database: {db}")
+                m = measured(db)
+                results.setdefault(cond, []).append(m)
+                print(f"round {rnd + 1} {cond:<7} t_iter {m['t_iter'] * 1e3:6.1f} ms  "
+                      f"worker {m['worker'] * 1e3:5.1f}  server {m['server'] * 1e3:5.1f} "
+                      f"core-ms per step ({time.monotonic() - t0:.0f} s)", flush=True)
+    finally:
+        remove_group()
+    base = {k: statistics.median(m[k] for m in results["alone"]) for k in results["alone"][0]}
+    print()
+    for cond, ms in results.items():
+        med = {k: statistics.median(m[k] for m in ms) for k in ms[0]}
+        print(f"{cond:<7} median of {len(ms)}: " + ", ".join(
+            f"{k} {med[k] * 1e3:.1f} ms ({med[k] / base[k]:.3f} of alone)" for k in med))
+    if not args.out:
+        for f in out.iterdir():
+            f.unlink()
+        out.rmdir()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
