@@ -18,9 +18,10 @@ outside dnnbench's, pinned to the run's core with that quota), of two kinds: `sp
 Python loop (the isolation probe's load, a small working set), and `stream`, a loop
 copying 32 MiB (a working set far above the caches). The conditions are taken in turns
 (alone, spin, stream, alone, ...), each a `dnnbench run` of its own database. Prints each
-run's worker and server CPU per step and t_iter, then each condition's median over the
-one alone. Needs root, cgroups (v1 here), and the MXNet environment (built by the first
-run if missing); about 1.5 minutes per run here.
+run's worker and server CPU per step and t_iter, then each condition's medians, and the
+median over rounds of each run over its round's run alone. Needs root, cgroups (v1
+here), and the MXNet environment (built by the first run if missing); about 40 seconds
+per run here.
 
     python -m bench.neighbour_cpu [--rounds 2] [--kinds spin,stream] [--out DIR]
 """
@@ -139,6 +140,16 @@ def measured(db: Path) -> dict[str, float]:
             "server": cores.get("server0", 0.0) * t}
 
 
+def paired(runs: list[dict[str, float]], alone: list[dict[str, float]],
+           absolute: bool = False) -> dict[str, float]:
+    """Each measure's median over rounds: of the runs themselves (`absolute`), or of each
+    run over its own round's run alone. The machine drifts between rounds (here 482 and
+    587 ms for the same run alone, 5 minutes apart), so a condition is judged against the
+    run alone taken beside it, not against the rounds' pooled median."""
+    return {k: statistics.median(m[k] if absolute else m[k] / a[k] for m, a in zip(runs, alone))
+            for k in runs[0]}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=2,
@@ -193,12 +204,11 @@ def main(argv: list[str] | None = None) -> int:
                       f"core-ms per step ({time.monotonic() - t0:.0f} s)", flush=True)
     finally:
         remove_group()
-    base = {k: statistics.median(m[k] for m in results["alone"]) for k in results["alone"][0]}
     print()
     for cond, ms in results.items():
-        med = {k: statistics.median(m[k] for m in ms) for k in ms[0]}
-        print(f"{cond:<7} median of {len(ms)}: " + ", ".join(
-            f"{k} {med[k] * 1e3:.1f} ms ({med[k] / base[k]:.3f} of alone)" for k in med))
+        print(f"{cond:<7} " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in paired(
+            ms, results["alone"], absolute=True).items()) + "; over its round's alone run: "
+            + ", ".join(f"{k} {v:.3f}" for k, v in paired(ms, results["alone"]).items()))
     if not args.out:
         for f in out.iterdir():
             f.unlink()
