@@ -23,7 +23,8 @@ median over rounds of each run over its round's run alone. Needs root, cgroups (
 here), and the MXNet environment (built by the first run if missing); about 40 seconds
 per run here.
 
-    python -m bench.neighbour_cpu [--rounds 2] [--kinds spin,stream] [--out DIR]
+    python -m bench.neighbour_cpu [--rounds 6] [--kinds spin,stream] [--out DIR]
+    python -m bench.neighbour_cpu --read experiments/measured/neighbour-cpu
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -125,19 +127,29 @@ def stop(procs: list[subprocess.Popen]) -> None:
         p.wait()
 
 
-def measured(db: Path) -> dict[str, float]:
-    """Worker 0's and server 0's core-seconds per step and t_iter of the one run in `db`."""
+def measured(db: Path) -> tuple[dict[str, float], bool]:
+    """Worker 0's and server 0's core-seconds per step and t_iter of the one run in `db`
+    (read from a copy: a kept database is never opened for writing), and whether the
+    harness's probes read the machine disturbed during it (harness/noise.py)."""
+    from harness import noise
     from harness.store import Store
 
-    with Store(db, readonly=True) as st:
-        rows = st.runs("WHERE status = 'ok'")
+    with tempfile.TemporaryDirectory(prefix="dnnbench-neighbours-read-") as tmp:
+        with Store(shutil.copy(db, Path(tmp) / db.name), readonly=True) as st:
+            rows = st.runs("WHERE status = 'ok'")
     if not rows:
         raise RuntimeError(f"the run in {db} did not finish ok")
     r = rows[0]
     cores = json.loads(r.get("cpu_cores_by_process_json") or "{}")
     t = r["t_iter_s"]
-    return {"t_iter": t, "worker": cores.get("worker0", 0.0) * t,
-            "server": cores.get("server0", 0.0) * t}
+    return ({"t_iter": t, "worker": cores.get("worker0", 0.0) * t,
+             "server": cores.get("server0", 0.0) * t}, noise.state(r) == "disturbed")
+
+
+def line(rnd: int, cond: str, m: dict[str, float], disturbed: bool) -> str:
+    return (f"round {rnd + 1} {cond:<7} t_iter {m['t_iter'] * 1e3:6.1f} ms  worker "
+            f"{m['worker'] * 1e3:5.1f}  server {m['server'] * 1e3:5.1f} core-ms per step"
+            + (" (probes: disturbed)" if disturbed else ""))
 
 
 def paired(runs: list[dict[str, float]], alone: list[dict[str, float]],
@@ -150,10 +162,37 @@ def paired(runs: list[dict[str, float]], alone: list[dict[str, float]],
             for k in runs[0]}
 
 
+def report(results: dict[str, list[dict[str, float]]]) -> str:
+    """Each condition's medians over rounds, and over its rounds' runs alone."""
+    return "\n".join(
+        f"{cond:<7} " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in paired(
+            ms, results["alone"], absolute=True).items()) + "; over its round's alone run: "
+        + ", ".join(f"{k} {v:.3f}" for k, v in paired(ms, results["alone"]).items())
+        for cond, ms in results.items())
+
+
+def read(folder: Path) -> dict[str, list[dict[str, float]]]:
+    """A kept run's databases (`--out`: CONDITION-ROUND.db), by condition (alone first)
+    in round order; prints each run's line."""
+    found: dict[str, dict[int, tuple[dict[str, float], bool]]] = {}
+    for db in folder.glob("*-*.db"):
+        cond, _, rnd = db.stem.rpartition("-")
+        if rnd.isdigit():
+            found.setdefault(cond, {})[int(rnd)] = measured(db)
+    if "alone" not in found:
+        raise FileNotFoundError(f"{folder}: no alone-N.db (give a folder written by --out)")
+    order = ["alone"] + sorted(c for c in found if c != "alone")
+    for rnd in sorted({n for rs in found.values() for n in rs}):
+        for cond in order:
+            if rnd in found[cond]:
+                print(line(rnd, cond, *found[cond][rnd]))
+    return {c: [found[c][n][0] for n in sorted(found[c])] for c in order}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=2,
-                    help="each condition this many times, in turns (default 2)")
+    ap.add_argument("--rounds", type=int, default=6,
+                    help="each condition this many times, in turns (default 6)")
     ap.add_argument("--kinds", default="spin,stream",
                     help="neighbour loads, comma-separated, of: " + ", ".join(LOADS))
     ap.add_argument("--cpus", type=float, default=0.25,
@@ -161,7 +200,18 @@ def main(argv: list[str] | None = None) -> int:
                          "rest of its core")
     ap.add_argument("--out", help="keep the runs' databases here (default: a temporary "
                                   "folder, removed)")
+    ap.add_argument("--read", metavar="DIR",
+                    help="measure nothing: report the runs kept in DIR by --out (the "
+                         "shipped ones: experiments/measured/neighbour-cpu)")
     args = ap.parse_args(argv)
+    if args.read:
+        try:
+            results = read(Path(args.read))
+            print()
+            print(report(results))
+        except (FileNotFoundError, RuntimeError) as exc:
+            ap.error(f"--read {args.read}: {exc}")
+        return 0
     kinds = [k for k in args.kinds.split(",") if k]
     bad = [k for k in kinds if k not in LOADS]
     if bad:
@@ -197,18 +247,14 @@ def main(argv: list[str] | None = None) -> int:
                     print(run.stdout[-2000:], run.stderr[-2000:], file=sys.stderr)
                     raise SystemExit(f"round {rnd + 1}, {cond}: dnnbench run failed "
                                      f"(exit {run.returncode}); its database: {db}")
-                m = measured(db)
+                m, disturbed = measured(db)
                 results.setdefault(cond, []).append(m)
-                print(f"round {rnd + 1} {cond:<7} t_iter {m['t_iter'] * 1e3:6.1f} ms  "
-                      f"worker {m['worker'] * 1e3:5.1f}  server {m['server'] * 1e3:5.1f} "
-                      f"core-ms per step ({time.monotonic() - t0:.0f} s)", flush=True)
+                print(line(rnd, cond, m, disturbed) + f" ({time.monotonic() - t0:.0f} s)",
+                      flush=True)
     finally:
         remove_group()
     print()
-    for cond, ms in results.items():
-        print(f"{cond:<7} " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in paired(
-            ms, results["alone"], absolute=True).items()) + "; over its round's alone run: "
-            + ", ".join(f"{k} {v:.3f}" for k, v in paired(ms, results["alone"]).items()))
+    print(report(results))
     if not args.out:
         for f in out.iterdir():
             f.unlink()

@@ -29,7 +29,8 @@ def test_a_worker_without_a_server_beside_it_spends_more_cpu(tmp_path):
     """The measurement behind the term: in every 2-server 4-worker run of both pieces
     sweeps (servers on hosts 0 and 1), the workers of hosts 2 and 3, whose every byte
     crosses the link, spent more CPU per step than the workers beside a server (half of
-    their bytes over loopback): 6-16% more. Their compute is the same."""
+    their bytes over loopback): the lesser of the two 4-15% more than the greater of the
+    others. Their compute is the same."""
     ratios = []
     for name in ("r1.db", "r2.db"):
         with Store(_copy(tmp_path, PIECES / name), readonly=True) as st:
@@ -40,7 +41,7 @@ def test_a_worker_without_a_server_beside_it_spends_more_cpu(tmp_path):
                 assert len(far) == len(near) == 2
                 ratios.append(min(far) / max(near))
     assert len(ratios) == 24
-    assert min(ratios) > 1.0, sorted(ratios)
+    assert min(ratios) > 1.03, sorted(ratios)
 
 
 def test_the_fit_is_the_slope_within_each_configuration():
