@@ -216,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     bad = [k for k in kinds if k not in LOADS]
     if bad:
         ap.error(f"--kinds {','.join(bad)}: unknown; use some of {', '.join(LOADS)}")
+    if args.rounds < 1:
+        ap.error(f"--rounds {args.rounds}: give 1 or more (each round measures every "
+                 "condition once)")
     if not 0 < args.cpus < 1:
         ap.error(f"--cpus {args.cpus:g}: give a share of one core, between 0 and 1")
     if os.geteuid() != 0:

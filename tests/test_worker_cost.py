@@ -178,3 +178,35 @@ def test_the_split_reads_each_server_by_its_host(tmp_path):
     assert h.worker_measured == pytest.approx(cores["worker0"] * t)
     # the fitted per-byte cost on the 16.9 MB server's bytes, 4 clients
     assert h.servers_modelled == pytest.approx(16.9e6 * (1.667e-9 + 4 * 1.773e-9), rel=0.01)
+
+
+def test_the_kept_neighbour_runs_read_back(capsys):
+    """bench.neighbour_cpu --read on the shipped runs (README, "Busy neighbours on a
+    worker's core"): six rounds of one 1-worker run alone and beside spinning and
+    streaming neighbours on its core; each run over its own round's run alone."""
+    from bench import neighbour_cpu
+
+    folder = MEASURED / "neighbour-cpu"
+    results = neighbour_cpu.read(folder)
+    assert [len(v) for v in results.values()] == [6, 6, 6]
+    assert list(results) == ["alone", "spin", "stream"]
+    got = {c: {k: round(v, 3) for k, v in neighbour_cpu.paired(ms, results["alone"]).items()}
+           for c, ms in results.items()}
+    assert got["spin"] == {"t_iter": 0.972, "worker": 0.99, "server": 0.971}
+    assert got["stream"] == {"t_iter": 1.047, "worker": 1.046, "server": 1.032}
+    assert neighbour_cpu.main(["--read", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "round 6 alone   t_iter  792.4 ms" in out
+    assert "stream  t_iter 590.9 ms" in out
+
+
+def test_bench_neighbour_cpu_refuses_bad_input(tmp_path):
+    """An unknown load, a share outside one core, or a folder with no kept runs: the
+    option, the value and what to give, before anything starts."""
+    from bench import neighbour_cpu
+
+    for argv in (["--kinds", "spin,burn"], ["--cpus", "1.5"], ["--rounds", "0"],
+                 ["--read", str(tmp_path)]):
+        with pytest.raises(SystemExit) as exc:
+            neighbour_cpu.main(argv)
+        assert exc.value.code == 2
