@@ -17,20 +17,16 @@ never opened for writing.
 
 from __future__ import annotations
 
-import argparse
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import shipped  # noqa: E402
 from harness.perfmodel import holdout  # noqa: E402
 from harness.stats import median  # noqa: E402
 from harness.store import Store  # noqa: E402
 
-SHIPPED = REPO / "experiments" / "measured"
 #: each way's holdout.validate options
 WAYS = {"default": {}, "requests": {"requests": True}, "wire": {"worker_wire": True},
         "both": {"requests": True, "worker_wire": True}}
@@ -39,13 +35,11 @@ WAYS = {"default": {}, "requests": {"requests": True}, "wire": {"worker_wire": T
 def rows_of(db: Path, way: str) -> list[holdout.HeldOut]:
     """The held-out rows with a host split of one database, validated `way` on a copy of
     it; none where it cannot be validated (no runs at both scales)."""
-    with tempfile.TemporaryDirectory(prefix="dnnbench-host-cpu-") as tmp:
-        copy = Path(shutil.copy(db, Path(tmp) / db.name))
-        with Store(copy, readonly=True) as st:
-            try:
-                res = holdout.validate(st, **WAYS[way])
-            except holdout.HoldoutError:
-                return []
+    with shipped.copy_of(db) as copy, Store(copy, readonly=True) as st:
+        try:
+            res = holdout.validate(st, **WAYS[way])
+        except holdout.HoldoutError:
+            return []
     return [r for r in res.rows if r.host_cpu is not None]
 
 
@@ -68,19 +62,12 @@ def _line(name: str, rows: list[holdout.HeldOut]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--db", action="append", default=[],
-                    help="read these databases (default: every one shipped under "
-                         "experiments/measured/)")
+    ap = shipped.parser(__doc__)
     ap.add_argument("--way", action="append", choices=sorted(WAYS),
                     help="validate this way (repeatable; default: all four): default, "
                          "requests (--server-requests), wire (--worker-wire), both")
     args = ap.parse_args(argv)
-    dbs = [Path(d) for d in args.db] or sorted(SHIPPED.glob("*/*.db"))
-    for db in dbs:
-        if not db.is_file():
-            ap.error(f"--db {db}: no such file (give a results database of a "
-                     "parameter-server sweep on emulated hosts)")
+    dbs = shipped.databases(ap, args.db, "a parameter-server sweep on emulated hosts")
     ways = args.way or list(WAYS)
     print(f"{'sweep, strategy, way (rank 0 host of each held-out row)':<60} {'rows':>4}  "
           f"{'worker':>15}  {'servers':>15}  {'step':>15}   (median error (median |error|))",

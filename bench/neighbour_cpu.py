@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import statistics
 import subprocess
@@ -44,6 +43,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import shipped  # noqa: E402
 from runners import cgroups  # noqa: E402
 
 GROUP = "dnnbench-neighbours"  # outside cgroups.PARENT: `cluster down` never touches it
@@ -134,9 +134,8 @@ def measured(db: Path) -> tuple[dict[str, float], bool]:
     from harness import noise
     from harness.store import Store
 
-    with tempfile.TemporaryDirectory(prefix="dnnbench-neighbours-read-") as tmp:
-        with Store(shutil.copy(db, Path(tmp) / db.name), readonly=True) as st:
-            rows = st.runs("WHERE status = 'ok'")
+    with shipped.copy_of(db) as copy, Store(copy, readonly=True) as st:
+        rows = st.runs("WHERE status = 'ok'")
     if not rows:
         raise RuntimeError(f"the run in {db} did not finish ok")
     r = rows[0]

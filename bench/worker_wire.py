@@ -16,27 +16,18 @@ nothing (seconds); the databases are copied first.
 
 from __future__ import annotations
 
-import argparse
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import shipped  # noqa: E402
 from harness.perfmodel import workercost  # noqa: E402
-from harness.store import Store  # noqa: E402
-
-SHIPPED = REPO / "experiments" / "measured"
 
 
 def checks_of(db: Path) -> list[workercost.Check]:
     """The held-out worker checks of one database, read from a copy of it."""
-    with tempfile.TemporaryDirectory(prefix="dnnbench-worker-wire-") as tmp:
-        copy = Path(shutil.copy(db, Path(tmp) / db.name))
-        with Store(copy, readonly=True) as st:
-            return workercost.held_out(st.runs())
+    return workercost.held_out(shipped.runs_of(db))
 
 
 def _line(name: str, cs: list[workercost.Check]) -> str:
@@ -46,35 +37,16 @@ def _line(name: str, cs: list[workercost.Check]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--db", action="append", default=[],
-                    help="read these databases (default: every one shipped under "
-                         "experiments/measured/)")
+    ap = shipped.parser(__doc__)
     args = ap.parse_args(argv)
-    dbs = [Path(d) for d in args.db] or sorted(SHIPPED.glob("*/*.db"))
-    for db in dbs:
-        if not db.is_file():
-            ap.error(f"--db {db}: no such file (give a results database of a "
-                     "parameter-server sweep on emulated hosts)")
-    print(f"{'sweep (workers of each run with > 2 workers)':<58} {'runs':>4}  "
-          f"{'small runs: median |error| (bias)':>33}  {'with the wire':>15}")
-    by_kind: dict[str, list[workercost.Check]] = {"synchronous": [], "asynchronous": []}
-    for db in dbs:
-        cs = checks_of(db)
-        for kind in by_kind:
-            mine = [c for c in cs if c.family[2] == (kind == "asynchronous")]
-            if mine:
-                by_kind[kind] += mine
-                print(_line(f"{db.parent.name}/{db.name} {kind}", mine))
-    if not any(by_kind.values()):
-        ap.error("no parameter-server run with workers' telemetry at both scales (<= 2 "
-                 "workers and more, whose bytes across the link differ) in "
-                 + ", ".join(map(str, dbs)))
-    print()
-    for kind, cs in by_kind.items():
-        if cs:
-            print(_line(f"all {kind} servers' workers", cs))
-    return 0
+    dbs = shipped.databases(ap, args.db, "a parameter-server sweep on emulated hosts")
+    return shipped.report_by_kind(
+        ap, dbs, checks_of, _line,
+        f"{'sweep (workers of each run with > 2 workers)':<58} {'runs':>4}  "
+        f"{'small runs: median |error| (bias)':>33}  {'with the wire':>15}",
+        "all {kind} servers' workers",
+        "no parameter-server run with workers' telemetry at both scales (<= 2 workers and "
+        "more, whose bytes across the link differ)")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,11 @@ def median(xs: list[float]) -> float:
     return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
 
 
+def error_medians(errors: list[float]) -> tuple[float, float]:
+    """Median |error| and median signed error (which way a prediction leans)."""
+    return median([abs(e) for e in errors]), median(errors)
+
+
 def quantile(xs: list[float], q: float) -> float:
     """The q-quantile of xs, linear between ranks (0.0 for none)."""
     s = sorted(xs)

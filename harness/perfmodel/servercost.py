@@ -19,7 +19,7 @@ from typing import NamedTuple
 from harness.perfmodel import network
 from harness.perfmodel.predict import ServerCost, ps_clients, server_placement
 from harness.perfmodel.validate import LIBRARY, asynchronous, scenario
-from harness.stats import least_squares, median
+from harness.stats import error_medians, least_squares
 from models.cost import cost
 
 #: the most workers a run may have to be fitted on, for the servers' fit and every other
@@ -152,8 +152,7 @@ def held_out(runs: list[dict]) -> list[Check]:
 
 def summary(checks: list[Check]) -> dict[str, float]:
     """Median |error| and median signed error of each way, over `checks`."""
-    by = [c.by_bytes / c.measured - 1 for c in checks]
-    rq = [c.with_requests / c.measured - 1 for c in checks]
-    return {"n": len(checks), "by_bytes": median([abs(e) for e in by]),
-            "by_bytes_bias": median(by), "with_requests": median([abs(e) for e in rq]),
-            "with_requests_bias": median(rq)}
+    by, by_bias = error_medians([c.by_bytes / c.measured - 1 for c in checks])
+    rq, rq_bias = error_medians([c.with_requests / c.measured - 1 for c in checks])
+    return {"n": len(checks), "by_bytes": by, "by_bytes_bias": by_bias,
+            "with_requests": rq, "with_requests_bias": rq_bias}

@@ -30,7 +30,7 @@ from frameworks.plan import node_of
 from harness.perfmodel import servercost
 from harness.perfmodel.predict import Scenario, server_hosts, server_placement
 from harness.perfmodel.validate import scenario
-from harness.stats import median
+from harness.stats import error_medians
 from models.cost import cost
 
 
@@ -143,8 +143,7 @@ def held_out(runs: list[dict]) -> list[Check]:
 
 def summary(checks: list[Check]) -> dict[str, float]:
     """Median |error| and median signed error of each way, over `checks`."""
-    const = [c.constant / c.measured - 1 for c in checks]
-    wire = [c.with_wire / c.measured - 1 for c in checks]
-    return {"n": len(checks), "constant": median([abs(e) for e in const]),
-            "constant_bias": median(const), "with_wire": median([abs(e) for e in wire]),
-            "with_wire_bias": median(wire)}
+    const, const_bias = error_medians([c.constant / c.measured - 1 for c in checks])
+    wire, wire_bias = error_medians([c.with_wire / c.measured - 1 for c in checks])
+    return {"n": len(checks), "constant": const, "constant_bias": const_bias,
+            "with_wire": wire, "with_wire_bias": wire_bias}
