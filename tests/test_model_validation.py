@@ -726,14 +726,16 @@ def shipped_copies(tmp_path, folder: str, names: tuple[str, ...] | None = None) 
     ("cori2017-emulated-own-repeats", "ps-sync", [False, False, False], 0.2334, 0.5497, False,
      12, 18),
     # MXNet sync beside async, GoogLeNet (2026-12-03, AMD VM): the sync runs judged
+    # (12 runs' bytes per host checked in each repeat: its dist_async runs too, since
+    # 2026-12-05)
     ("scaling-emulated-ps-async-repeats", "ps-sync", [True, True, True], 0.0817, 0.1257, True,
-     4, 6),
+     4, 12),
     # its dist_async runs, modelled since 2026-12-04 (an update per push, psstep
     # sync=False, no worker a step ahead: psstep.ASYNC_LEAD), judged on these repeats
     # measured before the model: the median sweep fails, every row fast (unbounded: 51.9 /
     # 61.5%, its worker 0 ending the trial far ahead of the measured rank 0)
     ("scaling-emulated-ps-async-repeats", "ps-async", [False, False, True], 0.1657, 0.2270,
-     False, 4, 6),
+     False, 4, 12),
     # Shi's setup, MXNet (2026-12-03, AMD VM): the egress-only rule failed every repeat
     # (10.0 / 14.7%); the steady step, queued, passed by 0.03 points (9.97%); now the
     # median sweep and repeat 1 alone pass
@@ -1252,3 +1254,26 @@ def test_the_readmes_shi_ddp_claims_recompute(tmp_path):
         assert float(effs["resnet50"][:-1]) > float(effs["googlenet"][:-1]), order.evidence
         x8.append((order.passed, "noise allowance" in order.evidence))
     assert x8 == [(True, True), (False, False), (False, False)], x8
+
+
+def test_asynchronous_runs_bytes_per_host_are_checked_too(tmp_path):
+    """traffic.check covers MXNet's dist_async runs (an asynchronous worker pushes and
+    pulls the whole gradient once per step, as a synchronous one): every multi-host run of
+    ps-async repeat 1, both strategies, within the allowance; a TensorFlow ps-async run
+    (not modelled) is still left out."""
+    from harness.perfmodel import traffic
+
+    (db,) = shipped_copies(tmp_path, "scaling-emulated-ps-async-repeats", ("r1.db",))
+    with Store(str(db)) as store:
+        runs = store.runs("WHERE status = 'ok'")
+    checked = {r["strategy"]: [] for r in runs}
+    for r in runs:
+        t = traffic.check(r)
+        if t is not None:
+            checked[r["strategy"]].append(t)
+    assert len(checked["ps-async"]) == len(checked["ps-sync"]) == 6, checked
+    assert all(t.ok for ts in checked.values() for t in ts), checked
+    assert max(max(t.ratios) for t in checked["ps-async"]) < 1.04
+    mx = next(r for r in runs if r["strategy"] == "ps-async" and r["nodes"] > 1)
+    assert traffic.check(mx) is not None
+    assert traffic.check(dict(mx, framework="tensorflow")) is None

@@ -96,7 +96,9 @@ pslite_server_order; measured on all 48 two-server runs). With it (2026-12-05, i
 
 Its inputs are the model's usual ones and nothing else: the workers' core-seconds per
 step (the 1-worker run's compute at its share), the servers' cost (predict.ServerCost,
-fitted on <= 2-worker runs' telemetry), the placement rule, and the wire's rate. It was
+fitted on <= 2-worker runs' telemetry), the placement rule, and the wire's rate; and,
+where asked (`per_wire_byte`, `--worker-wire`), a worker's CPU per byte it moves across
+the link, fitted on the same runs' workers (harness/perfmodel/workercost.py). It was
 written after the closed form failed on shi2017-emulated and the MXNet runs of
 scaling-emulated-ps-async (2026-12-02); nothing in it was tuned on them, though the
 queuing per connection (2026-12-05) was chosen over equal shares with their scores in
