@@ -50,7 +50,7 @@ def rank0(r: dict, sc: Scenario, compute: Compute) -> HostCpu | None:
     worker = compute.total * share + sc.worker_wire_cost * workercost.scenario_remote_bytes(sc)[0]
     plc = server_placement(sc, cost(sc.model, sc.image_size, sc.num_classes))
     n, c = ps_clients(sc), sc.server_cost
-    servers = sum(n * c.core_seconds(b, 1, k) if sc.ps_async else c.core_seconds(b, n, k)
+    servers = sum(c.per_step(b, n, k, sc.ps_async)
                   for b, k, h in zip(plc.bytes_per_server, plc.tensors_per_server,
                                      server_hosts(sc)) if h == home)
     own = not sc.ps_colocated

@@ -87,6 +87,15 @@ class ServerCost:
         return (nbytes * (self.per_byte + clients * self.per_client_byte)
                 + clients * pieces * self.per_client_piece)
 
+    def per_step(self, nbytes: float, clients: int, pieces: int, per_push: bool) -> float:
+        """One server's core-seconds per step. Synchronous servers apply one update per
+        step for all `clients`; asynchronous ones (`per_push`, MXNet's dist_async) apply
+        every client's push as an update of its own, so the once-per-step term is paid
+        once per client."""
+        if per_push:
+            return clients * self.core_seconds(nbytes, 1, pieces)
+        return self.core_seconds(nbytes, clients, pieces)
+
 
 @dataclass(frozen=True)
 class Scenario:
@@ -284,8 +293,7 @@ def server_time(s: Scenario, net: NetworkCost) -> tuple[float, list[str]]:
         return 0.0, []
     plc = server_placement(s, net)
     clients = ps_clients(s)
-    # asynchronous: every client's push is an update of its own
-    t = max(clients * c.core_seconds(b, 1, k) if s.ps_async else c.core_seconds(b, clients, k)
+    t = max(c.per_step(b, clients, k, s.ps_async)
             for b, k in zip(plc.bytes_per_server, plc.tensors_per_server)) / s.cpus_per_host
     return t, [f"the busiest server's own CPU time, {t * 1e3:.0f} ms per step, shares its "
                f"host's {s.cpus_per_host:g} CPU with a worker ({clients} client(s); "

@@ -109,8 +109,7 @@ def fit(pts: list[ServerPoint], per_push: bool = False, requests: bool = False
 
 def busiest(c: ServerCost, pts: list[ServerPoint], per_push: bool) -> float:
     """The busiest of `pts`' servers' core-seconds per step under cost `c`."""
-    return max(p.clients * c.core_seconds(p.nbytes, 1, p.pieces) if per_push
-               else c.core_seconds(p.nbytes, p.clients, p.pieces) for p in pts)
+    return max(c.per_step(p.nbytes, p.clients, p.pieces, per_push) for p in pts)
 
 
 @dataclass(frozen=True)
