@@ -14,14 +14,17 @@ activations, may not be.
 This measures it without the network: the same 1-worker run (MXNet dist_sync, one server
 beside it, GoogLeNet 32 px, batch 8, 0.25 CPU, as ps-pieces-emulated.toml's) alone, and
 with neighbours on its core holding the other 0.75 CPU of it (a cgroup of their own,
-outside dnnbench's, pinned to the run's core with that quota), of two kinds: `spin`, a
-Python loop (the isolation probe's load, a small working set), and `stream`, a loop
-copying 32 MiB (a working set far above the caches). The conditions are taken in turns
-(alone, spin, stream, alone, ...), each a `dnnbench run` of its own database. Prints each
-run's worker and server CPU per step and t_iter, then each condition's medians, and the
-median over rounds of each run over its round's run alone. Needs root, cgroups (v1
-here), and the MXNet environment (built by the first run if missing); about 40 seconds
-per run here.
+outside dnnbench's, pinned to the run's core with that quota), of three kinds: `spin`, a
+Python loop (the isolation probe's load, a small working set); `stream`, a loop copying
+32 MiB (a working set far above the caches); and `wire`, a TCP stream between two
+namespaces of their own over a veth shaped at the run's link rate (bench/wire_neighbours.py:
+this kernel charges a packet's softirq work to whichever process is running). The
+conditions are taken in turns (alone, spin, stream, alone, ...), each a `dnnbench run` of
+its own database. Prints each run's worker and server CPU per step and t_iter, the share of
+the core's time the kernel spent in softirq meanwhile and the neighbours' bytes, then each
+condition's medians, and the median over rounds of each run over its round's run alone.
+Needs root, cgroups (v1 here), and the MXNet environment (built by the first run if
+missing); about 40 seconds per run here.
 
     python -m bench.neighbour_cpu [--rounds 6] [--kinds spin,stream] [--out DIR]
     python -m bench.neighbour_cpu --read experiments/measured/neighbour-cpu
@@ -43,7 +46,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import shipped  # noqa: E402
+from bench import shipped, wire_neighbours  # noqa: E402
 from runners import cgroups  # noqa: E402
 
 GROUP = "dnnbench-neighbours"  # outside cgroups.PARENT: `cluster down` never touches it
@@ -51,6 +54,9 @@ GROUP = "dnnbench-neighbours"  # outside cgroups.PARENT: `cluster down` never to
 LOADS = {"spin": "while True:\n    pass",
          "stream": "src = bytes(32 << 20)\ndst = bytearray(32 << 20)\n"
                    "while True:\n    dst[:] = src"}
+#: every kind: LOADS' and `wire` (two processes moving bytes: bench/wire_neighbours.py)
+KINDS = [*LOADS, "wire"]
+LINK = "1gbit"  # the run's and the wire neighbours' link
 EXPERIMENT = """name = "neighbour-cpu"
 description = "one MXNet dist_sync worker and its server on one 0.25-CPU emulated host"
 [defaults]
@@ -63,7 +69,7 @@ steps = 4
 warmup = 2
 trials = 6
 target_width = 0
-link = "1gbit"
+link = "{link}"
 timeout_s = 900
 cpus_per_host = {cpus}
 strategy = "ps-sync"
@@ -106,17 +112,40 @@ def remove_group() -> None:
 
 
 def start_neighbours(kind: str, count: int, dirs: list[Path]) -> list[subprocess.Popen]:
-    """`count` processes of load `kind`, each joining the neighbours' group before it
-    runs a line of the load."""
+    """`count` processes of load `kind` (`wire`: its sender and receiver), each joining
+    the neighbours' group before it runs a line of the load."""
     procs_files = [str(d / "cgroup.procs") for d in dirs]
 
     def join() -> None:
         for f in procs_files:
             Path(f).write_text(str(os.getpid()))
 
-    return [subprocess.Popen([sys.executable, "-c", LOADS[kind]], preexec_fn=join,
-                             start_new_session=True, stdout=subprocess.DEVNULL)
-            for _ in range(count)]
+    def popen(argv: list[str]) -> subprocess.Popen:
+        return subprocess.Popen(argv, preexec_fn=join, start_new_session=True,
+                                stdout=subprocess.DEVNULL)
+
+    if kind == "wire":
+        return wire_neighbours.start(sys.executable, popen)
+    return [popen([sys.executable, "-c", LOADS[kind]]) for _ in range(count)]
+
+
+def core_ticks(core: str) -> tuple[int, int]:
+    """`core`'s ticks in softirq and in all, from /proc/stat (counters that only grow)."""
+    for row in Path("/proc/stat").read_text().splitlines():
+        f = row.split()
+        if f[0] == f"cpu{core}":
+            ticks = [int(v) for v in f[1:9]]  # user .. steal (guest is inside user)
+            return ticks[6], sum(ticks)
+    raise RuntimeError(f"/proc/stat has no line for cpu{core}")
+
+
+def side(softirq: tuple[int, int], before: tuple[int, int], wire: int, seconds: float
+         ) -> dict[str, float]:
+    """What a run's database does not hold: the core's softirq share of its ticks over the
+    run, and the wire neighbours' bytes per second (kept beside the database as JSON)."""
+    ticks = softirq[1] - before[1]
+    return {"softirq_share": (softirq[0] - before[0]) / ticks if ticks else 0.0,
+            "wire_MBps": wire / seconds / 1e6 if seconds else 0.0}
 
 
 def stop(procs: list[subprocess.Popen]) -> None:
@@ -145,9 +174,12 @@ def measured(db: Path) -> tuple[dict[str, float], bool]:
              "server": cores.get("server0", 0.0) * t}, noise.state(r) == "disturbed")
 
 
-def line(rnd: int, cond: str, m: dict[str, float], disturbed: bool) -> str:
+def line(rnd: int, cond: str, m: dict[str, float], disturbed: bool,
+         extra: dict[str, float] | None = None) -> str:
     return (f"round {rnd + 1} {cond:<7} t_iter {m['t_iter'] * 1e3:6.1f} ms  worker "
             f"{m['worker'] * 1e3:5.1f}  server {m['server'] * 1e3:5.1f} core-ms per step"
+            + (f"; core softirq {extra['softirq_share']:.1%}, neighbours' wire "
+               f"{extra['wire_MBps']:.0f} MB/s" if extra else "")
             + (" (probes: disturbed)" if disturbed else ""))
 
 
@@ -161,31 +193,47 @@ def paired(runs: list[dict[str, float]], alone: list[dict[str, float]],
             for k in runs[0]}
 
 
-def report(results: dict[str, list[dict[str, float]]]) -> str:
-    """Each condition's medians over rounds, and over its rounds' runs alone."""
+def report(results: dict[str, list[dict[str, float]]],
+           extras: dict[str, list[dict[str, float]]] | None = None) -> str:
+    """Each condition's medians over rounds, and over its rounds' runs alone (and the
+    median softirq share and wire rate where `extras` has them)."""
+    def more(cond: str) -> str:
+        got = [e for e in (extras or {}).get(cond, []) if e]
+        if not got:
+            return ""
+        return (f"; core softirq {statistics.median(e['softirq_share'] for e in got):.1%}, "
+                f"wire {statistics.median(e['wire_MBps'] for e in got):.0f} MB/s")
+
     return "\n".join(
         f"{cond:<7} " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in paired(
             ms, results["alone"], absolute=True).items()) + "; over its round's alone run: "
         + ", ".join(f"{k} {v:.3f}" for k, v in paired(ms, results["alone"]).items())
-        for cond, ms in results.items())
+        + more(cond) for cond, ms in results.items())
 
 
-def read(folder: Path) -> dict[str, list[dict[str, float]]]:
-    """A kept run's databases (`--out`: CONDITION-ROUND.db), by condition (alone first)
-    in round order; prints each run's line."""
+def read(folder: Path) -> tuple[dict[str, list[dict[str, float]]],
+                                dict[str, list[dict[str, float]]]]:
+    """A kept run's databases (`--out`: CONDITION-ROUND.db, with CONDITION-ROUND.json
+    beside each where the bench wrote one), by condition (alone first) in round order;
+    prints each run's line."""
     found: dict[str, dict[int, tuple[dict[str, float], bool]]] = {}
+    extra: dict[str, dict[int, dict[str, float]]] = {}
     for db in folder.glob("*-*.db"):
         cond, _, rnd = db.stem.rpartition("-")
         if rnd.isdigit():
             found.setdefault(cond, {})[int(rnd)] = measured(db)
+            js = db.with_suffix(".json")
+            extra.setdefault(cond, {})[int(rnd)] = (json.loads(js.read_text())
+                                                    if js.is_file() else {})
     if "alone" not in found:
         raise FileNotFoundError(f"{folder}: no alone-N.db (give a folder written by --out)")
     order = ["alone"] + sorted(c for c in found if c != "alone")
     for rnd in sorted({n for rs in found.values() for n in rs}):
         for cond in order:
             if rnd in found[cond]:
-                print(line(rnd, cond, *found[cond][rnd]))
-    return {c: [found[c][n][0] for n in sorted(found[c])] for c in order}
+                print(line(rnd, cond, *found[cond][rnd], extra[cond][rnd]))
+    return ({c: [found[c][n][0] for n in sorted(found[c])] for c in order},
+            {c: [extra[c][n] for n in sorted(extra[c])] for c in order})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=6,
                     help="each condition this many times, in turns (default 6)")
     ap.add_argument("--kinds", default="spin,stream",
-                    help="neighbour loads, comma-separated, of: " + ", ".join(LOADS))
+                    help="neighbour loads, comma-separated, of: " + ", ".join(KINDS))
     ap.add_argument("--cpus", type=float, default=0.25,
                     help="the run's host's CPUs (default 0.25); the neighbours get the "
                          "rest of its core")
@@ -205,16 +253,16 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.read:
         try:
-            results = read(Path(args.read))
+            results, extras = read(Path(args.read))
             print()
-            print(report(results))
+            print(report(results, extras))
         except (FileNotFoundError, RuntimeError) as exc:
             ap.error(f"--read {args.read}: {exc}")
         return 0
     kinds = [k for k in args.kinds.split(",") if k]
-    bad = [k for k in kinds if k not in LOADS]
+    bad = [k for k in kinds if k not in KINDS]
     if bad:
-        ap.error(f"--kinds {','.join(bad)}: unknown; use some of {', '.join(LOADS)}")
+        ap.error(f"--kinds {','.join(bad)}: unknown; use some of {', '.join(KINDS)}")
     if args.rounds < 1:
         ap.error(f"--rounds {args.rounds}: give 1 or more (each round measures every "
                  "condition once)")
@@ -227,36 +275,46 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="dnnbench-neighbours-"))
     out.mkdir(parents=True, exist_ok=True)
     toml = out / "neighbour-cpu.toml"
-    toml.write_text(EXPERIMENT.format(cpus=args.cpus))
+    toml.write_text(EXPERIMENT.format(cpus=args.cpus, link=LINK))
     print(f"one 1-worker run on core {core} at {args.cpus:g} CPU; neighbours hold the other "
           f"{rest:g} CPU of it; {args.rounds} round(s) of: alone, {', '.join(kinds)}",
           flush=True)
     results: dict[str, list[dict[str, float]]] = {}
+    extras: dict[str, list[dict[str, float]]] = {}
     try:
         dirs = make_group(rest, core)
+        if "wire" in kinds:
+            wire_neighbours.up(LINK)
         for rnd in range(args.rounds):
             for cond in ["alone"] + kinds:
                 procs = [] if cond == "alone" else start_neighbours(cond, 2, dirs)
                 db = out / f"{cond}-{rnd}.db"
-                t0 = time.monotonic()
+                t0, ticks0 = time.monotonic(), core_ticks(core)
+                wire0 = wire_neighbours.received_bytes() if "wire" in kinds else 0
                 try:
                     run = subprocess.run([sys.executable, "-m", "harness.cli", "run", "-e",
                                           str(toml), "--db", str(db)], cwd=REPO,
                                          capture_output=True, text=True, timeout=1800)
                 finally:
                     stop(procs)
+                extra = side(core_ticks(core), ticks0, (wire_neighbours.received_bytes()
+                                                        - wire0) if "wire" in kinds else 0,
+                             time.monotonic() - t0)
                 if run.returncode:
                     print(run.stdout[-2000:], run.stderr[-2000:], file=sys.stderr)
                     raise SystemExit(f"round {rnd + 1}, {cond}: dnnbench run failed "
                                      f"(exit {run.returncode}); its database: {db}")
+                db.with_suffix(".json").write_text(json.dumps(extra))
                 m, disturbed = measured(db)
                 results.setdefault(cond, []).append(m)
-                print(line(rnd, cond, m, disturbed) + f" ({time.monotonic() - t0:.0f} s)",
-                      flush=True)
+                extras.setdefault(cond, []).append(extra)
+                print(line(rnd, cond, m, disturbed, extra)
+                      + f" ({time.monotonic() - t0:.0f} s)", flush=True)
     finally:
         remove_group()
+        wire_neighbours.down()
     print()
-    print(report(results))
+    print(report(results, extras))
     if not args.out:
         for f in out.iterdir():
             f.unlink()
