@@ -26,8 +26,9 @@ condition's medians, and the median over rounds of each run over its round's run
 Needs root, cgroups (v1 here), and the MXNet environment (built by the first run if
 missing); about 40 seconds per run here.
 
-    python -m bench.neighbour_cpu [--rounds 6] [--kinds spin,stream] [--out DIR]
+    python -m bench.neighbour_cpu [--rounds 6] [--kinds spin,stream,wire] [--out DIR]
     python -m bench.neighbour_cpu --read experiments/measured/neighbour-cpu
+    python -m bench.neighbour_cpu --read experiments/measured/neighbour-wire
 """
 
 from __future__ import annotations

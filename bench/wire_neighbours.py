@@ -51,8 +51,11 @@ for _ in range(200):
 else:
     raise SystemExit("the receiver never listened")
 data = bytes(1 << 20)
-while True:
-    c.sendall(data)
+try:
+    while True:
+        c.sendall(data)
+except (BrokenPipeError, ConnectionResetError):  # the receiver was stopped first
+    pass
 """
 
 

@@ -7,7 +7,9 @@ experiments/measured/ (copied first)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -187,8 +189,9 @@ def test_the_kept_neighbour_runs_read_back(capsys):
     from bench import neighbour_cpu
 
     folder = MEASURED / "neighbour-cpu"
-    results = neighbour_cpu.read(folder)
+    results, extras = neighbour_cpu.read(folder)
     assert [len(v) for v in results.values()] == [6, 6, 6]
+    assert all(e == {} for es in extras.values() for e in es)  # kept before the JSON
     assert list(results) == ["alone", "spin", "stream"]
     got = {c: {k: round(v, 3) for k, v in neighbour_cpu.paired(ms, results["alone"]).items()}
            for c, ms in results.items()}
@@ -198,6 +201,28 @@ def test_the_kept_neighbour_runs_read_back(capsys):
     out = capsys.readouterr().out
     assert "round 6 alone   t_iter  792.4 ms" in out
     assert "stream  t_iter 590.9 ms" in out
+
+
+def test_the_kept_wire_neighbour_runs_read_back(capsys):
+    """bench.neighbour_cpu --read on the runs beside neighbours that only move bytes
+    (README, "Neighbours that move bytes"): the run's worker and server spend about a
+    fifth more CPU per step, and the core's softirq share kept beside each database says
+    the bytes were moving."""
+    from bench import neighbour_cpu
+
+    folder = MEASURED / "neighbour-wire"
+    results, extras = neighbour_cpu.read(folder)
+    assert list(results) == ["alone", "spin", "wire"]
+    got = {c: {k: round(v, 3) for k, v in neighbour_cpu.paired(ms, results["alone"]).items()}
+           for c, ms in results.items()}
+    assert got["wire"] == {"t_iter": 1.198, "worker": 1.187, "server": 1.218}
+    assert got["spin"] == {"t_iter": 0.926, "worker": 0.928, "server": 0.914}
+    assert all(e["wire_MBps"] > 110 and e["softirq_share"] > 0.04 for e in extras["wire"])
+    assert all(e["wire_MBps"] < 0.01 and e["softirq_share"] < 0.01 for e in extras["alone"])
+    assert neighbour_cpu.main(["--read", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "round 2 wire    t_iter  841.7 ms  worker  95.2" in out
+    assert "core softirq 5.0%, wire 119 MB/s" in out
 
 
 def test_bench_neighbour_cpu_refuses_bad_input(tmp_path):
@@ -210,3 +235,46 @@ def test_bench_neighbour_cpu_refuses_bad_input(tmp_path):
         with pytest.raises(SystemExit) as exc:
             neighbour_cpu.main(argv)
         assert exc.value.code == 2
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces and cgroups need root")
+def test_wire_neighbours_move_bytes_at_the_link_rate_and_leave_nothing_behind():
+    """bench.neighbour_cpu's `wire` neighbours: a TCP stream between two namespaces of the
+    bench's own, shaped like an emulated host's link, run in the neighbours' cgroup; the
+    core's softirq share and the bytes moved are read around it; afterwards no namespace,
+    guard route or cgroup of theirs is left (DESIGN.md §9: the guard is up first)."""
+    import time
+
+    from bench import neighbour_cpu, wire_neighbours
+    from runners import emulated
+
+    dirs = neighbour_cpu.make_group(0.5, "0")
+    try:
+        wire_neighbours.up("100mbit")
+        assert any(r.split()[:2] == ["unreachable", wire_neighbours.SUBNET]
+                   for r in emulated._routes())
+        ticks, moved, t0 = neighbour_cpu.core_ticks("0"), wire_neighbours.received_bytes(), \
+            time.monotonic()
+        procs = neighbour_cpu.start_neighbours("wire", 2, dirs)
+        try:
+            time.sleep(2.0)
+            assert [p.poll() for p in procs] == [None, None]
+            joined = {int(x) for d in dirs for x in (d / "cgroup.procs").read_text().split()}
+            assert {p.pid for p in procs} <= joined
+        finally:
+            neighbour_cpu.stop(procs)
+        side = neighbour_cpu.side(neighbour_cpu.core_ticks("0"), ticks,
+                                  wire_neighbours.received_bytes() - moved,
+                                  time.monotonic() - t0)
+    finally:
+        neighbour_cpu.remove_group()
+        wire_neighbours.down()
+    # 100 Mbit/s is 12.5 MB/s of frames; the connection's start takes a little of the 2 s
+    assert 5 < side["wire_MBps"] < 14
+    assert 0 <= side["softirq_share"] < 1
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert not any(ns in listed for ns in wire_neighbours.NAMESPACES)
+    assert emulated.routes_overlapping(wire_neighbours.SUBNET) == [] and not any(
+        r.split()[:2] == ["unreachable", wire_neighbours.SUBNET] for r in emulated._routes())
+    assert not any(d.exists() for d in dirs)
+    wire_neighbours.down()  # idempotent
