@@ -263,6 +263,12 @@ def build_parser() -> argparse.ArgumentParser:
                              "telemetry; without it a worker's CPU per step is its small "
                              "runs' at every scale (README, \"What a byte on the wire "
                              "costs a worker\")")
+    p_pred.add_argument("--packet-work", action="store_true",
+                        help="with --holdout: every parameter-server process's CPU grows by "
+                             "the share of the busy cores the kernel's packet work takes "
+                             "(softirq time, charged to whichever process runs), fitted as "
+                             "softirq time per byte across the link on the small runs' "
+                             "machine telemetry (README, \"Neighbours that move bytes\")")
     p_pred.add_argument("--experiment", help="with --validate: only this experiment's runs")
     p_pred.add_argument("--links", action="store_true", help="list link profiles and exit")
 
@@ -1102,6 +1108,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.worker_wire and not args.holdout:
         raise UserError("--worker-wire chooses how --holdout fits the workers' CPU: use "
                         "--validate --holdout --worker-wire")
+    if args.packet_work and not args.holdout:
+        raise UserError("--packet-work chooses how --holdout fits the processes' CPU: use "
+                        "--validate --holdout --packet-work")
     if args.validate:
         require_file(args.db)
         if args.holdout and len(dbs) > 1:
@@ -1111,7 +1120,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
                 rep = holdout_repeats.validate(dbs, args.experiment, pooled=args.pooled_links,
                                                median_fit=args.median_fit,
                                                requests=args.server_requests,
-                                               worker_wire=args.worker_wire)
+                                               worker_wire=args.worker_wire,
+                                               packet_work=args.packet_work)
             except (holdout.HoldoutError, StoreError) as exc:
                 raise UserError(str(exc)) from None
             print(holdout_repeats.table(rep))
@@ -1125,7 +1135,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
                                               pooled=args.pooled_links,
                                               replicate=args.replicate,
                                               requests=args.server_requests,
-                                              worker_wire=args.worker_wire)
+                                              worker_wire=args.worker_wire,
+                                              packet_work=args.packet_work)
                 except holdout.HoldoutError as exc:
                     raise UserError(str(exc)) from None
             print(holdout.table(result))

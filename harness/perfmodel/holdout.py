@@ -59,7 +59,7 @@ from dataclasses import dataclass, field, replace
 from frameworks.contract import PS_STRATEGIES
 from frameworks.plan import layout_note, ps_layout
 from harness import bottleneck, noise, replicates
-from harness.perfmodel import hostcpu, network, paces, servercost, traffic, workercost
+from harness.perfmodel import hostcpu, network, paces, packetwork, servercost, traffic, workercost
 from harness.perfmodel.measured import compute_from_baseline
 from harness.perfmodel.predict import Compute, Scenario, ServerCost, predict
 from harness.perfmodel.validate import STRATEGY_MAP, asynchronous, scenario
@@ -109,6 +109,9 @@ class HeldOut:
     #: where the step is simulated: rank 0's host's worker and servers, core-seconds per
     #: step measured against modelled (hostcpu.py)
     host_cpu: hostcpu.HostCpu | None = None
+    #: with the packet work: the share of the busy cores it takes in the simulated step,
+    #: and as the run's telemetry measured it (packetwork.share; None without it)
+    packet_share: tuple[float, float | None] | None = None
 
     @property
     def error(self) -> float:
@@ -187,13 +190,16 @@ def _label(r: dict) -> str:
 
 
 def _scenario(r: dict, costs: dict[tuple, ServerCost] | None = None,
-              wires: dict[tuple, float] | None = None) -> Scenario:
-    """The run's shape, with its family's fitted server cost and workers' cost per byte
-    across the link; its links are the fitted ones (set in _comm)."""
+              wires: dict[tuple, float] | None = None,
+              packets: dict[tuple, float] | None = None) -> Scenario:
+    """The run's shape, with its family's fitted server cost, workers' cost per byte
+    across the link and the kernel's packet work; its links are the fitted ones (set in
+    _comm)."""
     sc = scenario(r, _UNFITTED, _UNFITTED)
     fam = servercost.family(r)
     return replace(sc, server_cost=(costs or {}).get(fam),
-                   worker_wire_cost=(wires or {}).get(fam, 0.0))
+                   worker_wire_cost=(wires or {}).get(fam, 0.0),
+                   packet_work=(packets or {}).get(fam, 0.0))
 
 
 def _comm(sc: Scenario, compute: Compute, alpha: float, beta: float) -> float:
@@ -225,11 +231,11 @@ def _worker_compute(compute: Compute, base: dict) -> Compute:
                    f"({used[0] / q * 1e3:.0f} ms over the {q:g} CPU quota)")
 
 
-def _inverted_scale(compute: Compute, r: dict, server: ServerCost, wire: float = 0.0
-                    ) -> float:
+def _inverted_scale(compute: Compute, r: dict, server: ServerCost, wire: float = 0.0,
+                    packet: float = 0.0) -> float:
     """The scale of `compute` at which run r's simulated step (psstep, with the family's
-    fitted server cost, its workers' cost per byte across the link (`wire`) and the
-    wire's shaped rate) takes r's measured time: the model run
+    fitted server cost, its workers' cost per byte across the link (`wire`), the kernel's
+    packet work (`packet`) and the wire's shaped rate) takes r's measured time: the model run
     backwards on a run it is fitted to. The simulated step grows with the compute, so the
     root is bracketed and found by regula falsi (Illinois: a few simulated steps, not the
     60 of bisection); 0 where the step is all wire and server. The simulated step can
@@ -237,7 +243,8 @@ def _inverted_scale(compute: Compute, r: dict, server: ServerCost, wire: float =
     2-server curve the model made itself), and there the scale is only as exact as that."""
     beta = _shaped_beta(r.get("link") or "") or 0.0
     lk = network.Link("shaped", 0.0, beta)
-    sc = replace(_scenario(r), server_cost=server, worker_wire_cost=wire, intra=lk, inter=lk)
+    sc = replace(_scenario(r), server_cost=server, worker_wire_cost=wire, packet_work=packet,
+                 intra=lk, inter=lk)
     target = r["t_iter_s"]
 
     def gap(f: float) -> float:
@@ -269,14 +276,14 @@ def _inverted_scale(compute: Compute, r: dict, server: ServerCost, wire: float =
     return (lo + hi) / 2
 
 
-def _own_hosts_compute(compute: Compute, base: dict, server: ServerCost, wire: float = 0.0
-                       ) -> Compute:
+def _own_hosts_compute(compute: Compute, base: dict, server: ServerCost, wire: float = 0.0,
+                       packet: float = 0.0) -> Compute:
     """The baseline's compute where its server ran on a host of its own (ps_hosts =
     "own"): its step was the worker's compute, the pushes crossing the wire as backward
     made them, the server's work on its own quota and the replies coming back, so none of
     it can simply be subtracted. The compute is scaled until the simulated 1-worker step
     takes the measured time (_inverted_scale)."""
-    f = _inverted_scale(compute, base, server, wire)
+    f = _inverted_scale(compute, base, server, wire, packet)
     return _scaled(compute, f, f"{compute.source}, less the wire to its server on a host "
                    f"of its own and that server's work ({(1 - f) * base['t_iter_s'] * 1e3:.0f}"
                    " ms, from the simulated 1-worker step)")
@@ -284,7 +291,7 @@ def _own_hosts_compute(compute: Compute, base: dict, server: ServerCost, wire: f
 
 def _pooled_compute(compute: Compute, base: dict, fitted: Compute, small: list[dict],
                     server: ServerCost, memo: dict[tuple[str, str], float],
-                    wire: float = 0.0) -> Compute:
+                    wire: float = 0.0, packet: float = 0.0) -> Compute:
     """The compute of a curve whose step is simulated, from every run it may be fitted on:
     the 1-worker run (`fitted`: its compute with its server's share taken out) and the
     2-worker runs of the same network, step, link, quota and server layout, whatever
@@ -300,7 +307,8 @@ def _pooled_compute(compute: Compute, base: dict, fitted: Compute, small: list[d
         return fitted
     for r in small:
         if (base["run_id"], r["run_id"]) not in memo:
-            memo[base["run_id"], r["run_id"]] = _inverted_scale(compute, r, server, wire)
+            memo[base["run_id"], r["run_id"]] = _inverted_scale(compute, r, server, wire,
+                                                                packet)
     scales = [(base["run_id"], fitted.total / compute.total)] + \
         [(r["run_id"], memo[base["run_id"], r["run_id"]]) for r in small]
     f = median([v for _, v in scales])
@@ -490,7 +498,7 @@ def _modelled(r: dict) -> bool:
 
 def validate(store: Store, experiment: str | None = None, pooled: bool = False,
              replicate: int | None = None, requests: bool = False,
-             worker_wire: bool = False) -> Result:
+             worker_wire: bool = False, packet_work: bool = False) -> Result:
     """Fit on runs with <= FIT_MAX_WORKERS workers, predict the larger ones (the link
     per curve, or per link family with `pooled`). A configuration measured more than once
     in the sweep is its median replicate, or its replicate `replicate` where given
@@ -499,7 +507,9 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False,
     fitted where the small runs' servers tell it apart from the cost per byte.
     `worker_wire`: a worker's CPU gets a cost per byte it moves to or from another host
     (workercost.py), fitted on the small runs' workers' telemetry where their bytes
-    across the link differ."""
+    across the link differ. `packet_work`: every process's CPU grows by the share of the
+    busy cores the kernel's packet work takes (packetwork.py), its softirq time per byte
+    across the link fitted on the small runs' machine telemetry."""
     from harness.commbench import fitted_link
 
     where = f"WHERE status = 'ok' AND mode = 'throughput' AND {SYNTHETIC}"
@@ -583,6 +593,30 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False,
             result.workers[name] = (
                 f"{w * 1e9:.3f} core-ns per byte a worker moves to or from another host "
                 f"(workers' CPU telemetry of runs {', '.join(sorted({p.run_id for p in wpts}))})")
+    # 0c. the kernel's packet work per byte across the link, from the same runs' machine
+    # telemetry (softirq cores against bytes per second)
+    packets: dict[tuple, float] = {}
+    if packet_work:
+        machine_pts: dict[tuple, list[dict]] = {}
+        for r in runs:
+            if (r["strategy"] == "ps-sync" or asynchronous(r)) and r.get("cpus_per_host") \
+                    and r["workers"] <= FIT_MAX_WORKERS \
+                    and packetwork.softirq_cores(r) is not None:
+                machine_pts.setdefault(servercost.family(r), []).append(r)
+        for fam, rs in machine_pts.items():
+            name = f"{fam[0]} @ {fam[1]}" + (" (asynchronous)" if fam[2] else "")
+            pf = packetwork.fit([(workercost.bytes_per_s(r), packetwork.softirq_cores(r))
+                                 for r in rs])
+            if pf is None:
+                result.workers[f"{name}, packet work"] = (
+                    "not fitted: the small runs' bytes per second across the link do not "
+                    "differ")
+                continue
+            packets[fam] = pf.sigma
+            result.workers[f"{name}, packet work"] = (
+                f"{pf.sigma * 1e9:.3f} softirq core-ns per byte across the link, charged "
+                f"to whichever process runs (machine telemetry of runs "
+                f"{', '.join(sorted(r['run_id'] for r in rs))})")
     # 1. compute per curve, and the fit points of each link family: a curve's own small
     # runs, unless none of them crosses the link and a small run of the same network on
     # other hosts does (a 2-worker run on one host measures loopback, not the link)
@@ -610,13 +644,14 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False,
             own_hosts = base["strategy"] in PS_STRATEGIES and ps_layout(base) == "own"
             server = costs[servercost.family(sample)]
             wire = wires.get(servercost.family(sample), 0.0)
-            fitted = (_own_hosts_compute(compute, base, server, wire) if own_hosts
+            packet = packets.get(servercost.family(sample), 0.0)
+            fitted = (_own_hosts_compute(compute, base, server, wire, packet) if own_hosts
                       else _worker_compute(compute, base))
             small = [r for r in runs if 1 < r["workers"] <= FIT_MAX_WORKERS
                      and _key(r, _POOLED) == _key(sample, _POOLED)]
             plans.append((curve, base,
                           _pooled_compute(compute, base, fitted, small, server, memo,
-                                          wire)))
+                                          wire, packet)))
             continue
         if asynchronous(sample):
             result.skipped.append(f"{_label(sample)}: asynchronous servers are modelled by "
@@ -697,7 +732,7 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False,
                 result.skipped.append(f"{_label(r)}: no 2-worker run on its link to fit "
                                       "the link from")
                 continue
-            sc = _scenario(r, costs, wires)
+            sc = _scenario(r, costs, wires, packets)
             lk = network.Link("fitted", alpha, beta)
             p = predict(replace(sc, intra=lk, inter=lk), compute)
             off = off_wire.get(_key(r))
@@ -712,7 +747,9 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False,
                 (max(p.detail["simulated_cpu_busy"]), max(p.detail["simulated_wire_busy"]))
                 if "simulated_cpu_busy" in p.detail else None,
                 noise.state(r) == "disturbed",
-                hostcpu.rank0(r, sc, compute) if "simulated_cpu_busy" in p.detail else None))
+                hostcpu.rank0(r, sc, compute) if "simulated_cpu_busy" in p.detail else None,
+                (p.detail["packet_share"], packetwork.share(r))
+                if "packet_share" in p.detail else None))
     result.disturbed_fits = sorted({
         _label(r) for curve, _, _ in plans if any(x["workers"] > FIT_MAX_WORKERS for x in curve)
         for r in curve if r["workers"] <= FIT_MAX_WORKERS and noise.state(r) == "disturbed"})
@@ -783,6 +820,13 @@ def table(result: Result) -> str:
                   "cost on what the placement gives them):"]
         lines += [f"  {r.label:<58} {hostcpu.text(r.host_cpu)}" for r in split
                   if r.host_cpu is not None]
+    shares = [r for r in result.rows if r.packet_share]
+    if shares:
+        lines += ["", "the kernel's packet work, share of the run's busy cores modelled / "
+                  "measured (softirq cores over its processes' cores):"]
+        lines += [f"  {r.label:<58} {r.packet_share[0]:.1%} / "
+                  + (f"{r.packet_share[1]:.1%}" if r.packet_share[1] is not None else "-")
+                  for r in shares if r.packet_share]
     if result.traffic:
         lines += ["", traffic.table(result.traffic)]
     if result.bottlenecks:

@@ -57,12 +57,13 @@ def _large(r: dict) -> bool:
 
 def validate(repeats: list[str | Path], experiment: str | None = None,
              pooled: bool = False, median_fit: bool = False, requests: bool = False,
-             worker_wire: bool = False) -> Repeats:
+             worker_wire: bool = False, packet_work: bool = False) -> Repeats:
     """Each repeat's held-out result and the median sweep's (with `median_fit`, also each
     repeat's large runs predicted from the median sweep's small ones). HoldoutError where
     the median sweep itself cannot be validated (a repeat that cannot is reported, not
-    fatal). `requests`, `worker_wire`: holdout.validate's."""
-    fit = {"pooled": pooled, "requests": requests, "worker_wire": worker_wire}
+    fatal). `requests`, `worker_wire`, `packet_work`: holdout.validate's."""
+    fit = {"pooled": pooled, "requests": requests, "worker_wire": worker_wire,
+           "packet_work": packet_work}
     with tempfile.TemporaryDirectory(prefix="dnnbench-median-sweep-") as tmp:
         sweep = median_sweep.build(repeats, Path(tmp) / "median.db")
         with Store(sweep.path) as st:

@@ -133,6 +133,11 @@ class Scenario:
     #: byte it sends to or receives from another host (harness/perfmodel/workercost.py;
     #: 0: none beyond its compute)
     worker_wire_cost: float = 0.0
+    #: where the step is simulated (psstep): the kernel's packet work, softirq
+    #: core-seconds per byte crossing the link, charged to whichever process runs (this
+    #: kernel has no IRQ time accounting): every process's CPU grows by the share of the
+    #: busy cores it takes (harness/perfmodel/packetwork.py; 0: none)
+    packet_work: float = 0.0
     #: where the step is simulated (psstep): the timed steps of an interleaved run's
     #: trial, each begun by every worker together after one untimed step, as the harness
     #: measures it (psstep's `trial`); None: the steady step
@@ -384,22 +389,54 @@ def server_hosts(s: Scenario) -> tuple[int, ...]:
     return tuple(hosts)
 
 
+def remote_bytes(s: Scenario, plc: placement.Placement) -> list[float]:
+    """Bytes each worker moves per step to and from servers on other hosts: twice (push,
+    then pull) the bytes held by each server of placement `plc` not on its host
+    (server_hosts: ps-lite's numbering)."""
+    hosts = server_hosts(s)
+    out = []
+    for w in range(s.workers):
+        home = node_of("worker", w, s.nodes, s.devices_per_node)
+        out.append(2.0 * sum(b for b, h in zip(plc.bytes_per_server, hosts) if h != home))
+    return out
+
+
+#: packet work: simulated steps played to find the share it costs (a fixed point: the
+#: share sets the step, the step the bytes per second)
+PACKET_ROUNDS = 4
+
+
 def _simulate(s: Scenario, net: NetworkCost, inter: network.Link, compute: Compute
               ) -> tuple[float, dict[str, Any], list[str]]:
     """The step played out (psstep.simulate): a worker's compute at its share of its
     host's quota (cpus_per_host / devices_per_node, the share its 1-worker compute was
-    measured at) as core-seconds, the servers' cost, the placement and the link's rate."""
+    measured at) as core-seconds, the servers' cost, the placement and the link's rate.
+    With `packet_work`, every CPU cost times 1 + the share of the busy cores the kernel's
+    packet work takes at the step's bytes per second across the link, played until the
+    share settles."""
     assert s.server_cost is not None
     share = s.cpus_per_host / s.devices_per_node
     plc = server_placement(s, net)
     rate = 1.0 / inter.beta if inter.beta > 0 else math.inf
-    res = psstep.simulate(net, plc.assignment, s.nodes, s.devices_per_node, s.cpus_per_host,
-                          rate, (compute.total - compute.t_b) * share, compute.t_b * share,
-                          s.server_cost.per_byte, s.server_cost.per_client_byte,
-                          per_client_piece=s.server_cost.per_client_piece,
-                          own_hosts=not s.ps_colocated, sync=not s.ps_async,
-                          lead=psstep.ASYNC_LEAD, trial=s.trial_steps,
-                          server_hosts=server_hosts(s), per_wire_byte=s.worker_wire_cost)
+    crossing = sum(remote_bytes(s, plc)) if s.packet_work else 0.0
+
+    def play(f: float) -> psstep.StepResult:
+        c = s.server_cost
+        return psstep.simulate(
+            net, plc.assignment, s.nodes, s.devices_per_node, s.cpus_per_host, rate,
+            (compute.total - compute.t_b) * share * f, compute.t_b * share * f,
+            c.per_byte * f, c.per_client_byte * f, per_client_piece=c.per_client_piece * f,
+            own_hosts=not s.ps_colocated, sync=not s.ps_async, lead=psstep.ASYNC_LEAD,
+            trial=s.trial_steps, server_hosts=server_hosts(s),
+            per_wire_byte=s.worker_wire_cost * f)
+
+    f, res = 1.0, play(1.0)
+    for _ in range(PACKET_ROUNDS if crossing else 0):
+        busy = sum(res.cpu_busy) * s.cpus_per_host
+        nxt = 1.0 + s.packet_work * crossing / res.t_iter / busy if busy else 1.0
+        if abs(nxt - f) < 1e-4:
+            break
+        f, res = nxt, play(nxt)
     where = ("its busy workers and servers" if s.ps_colocated else
              "its busy processes (workers' hosts, then a host per server)")
     notes = [f"the step simulated tensor by tensor (harness/perfmodel/psstep.py): each "
@@ -416,10 +453,16 @@ def _simulate(s: Scenario, net: NetworkCost, inter: network.Link, compute: Compu
                 "waits for every reply")
              + (f"; a worker spends {s.worker_wire_cost * 1e9:.2f} core-ns per byte it "
                 "moves to or from another host" if s.worker_wire_cost else "")
+             + (f"; the kernel's packet work ({s.packet_work * 1e9:.2f} core-ns per byte "
+                f"across the link, charged to whichever process runs) costs every process "
+                f"{f - 1:.1%} more CPU" if s.packet_work else "")
              + (f"; the link's alpha ({inter.alpha * 1e6:.0f} us) is not simulated"
                 if inter.alpha else "")]
-    return res.t_iter, {"simulated_cpu_busy": res.cpu_busy,
-                        "simulated_wire_busy": res.wire_busy}, notes
+    detail: dict[str, Any] = {"simulated_cpu_busy": res.cpu_busy,
+                              "simulated_wire_busy": res.wire_busy}
+    if s.packet_work:
+        detail["packet_share"] = f - 1.0
+    return res.t_iter, detail, notes
 
 
 def sweep_workers(s: Scenario, compute: Compute, worker_counts: list[int]) -> list[Prediction]:

@@ -26,9 +26,8 @@ import json
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from frameworks.plan import node_of
-from harness.perfmodel import servercost
-from harness.perfmodel.predict import Scenario, server_hosts, server_placement
+from harness.perfmodel import packetwork, predict, servercost
+from harness.perfmodel.predict import Scenario, server_placement
 from harness.perfmodel.validate import scenario
 from harness.stats import error_medians
 from models.cost import cost
@@ -55,16 +54,10 @@ def remote_bytes(r: dict) -> list[float]:
 
 
 def scenario_remote_bytes(sc: Scenario) -> list[float]:
-    """Bytes each worker moves per step to and from servers on other hosts: twice (push,
-    then pull) the bytes held by each server not on its host, as the simulated step
-    places them (predict.server_hosts: ps-lite's numbering)."""
-    plc = server_placement(sc, cost(sc.model, sc.image_size, sc.num_classes))
-    hosts = server_hosts(sc)
-    out = []
-    for w in range(sc.workers):
-        home = node_of("worker", w, sc.nodes, sc.devices_per_node)
-        out.append(2.0 * sum(b for b, h in zip(plc.bytes_per_server, hosts) if h != home))
-    return out
+    """Bytes each worker moves per step to and from servers on other hosts, as the
+    simulated step places them (predict.remote_bytes)."""
+    return predict.remote_bytes(sc, server_placement(sc, cost(sc.model, sc.image_size,
+                                                              sc.num_classes)))
 
 
 def points(r: dict) -> list[WorkerPoint]:
@@ -111,6 +104,16 @@ class Check:
     measured: float  # mean core-seconds per step of its workers
     constant: float  # the small runs' mean: the compute the model keeps at every scale
     with_wire: float  # with the cost per byte across the link
+    #: with_wire, and the packet work of every host on the cores charged to whoever runs
+    #: (packetwork.py): x (1 + the run's softirq share - its small runs'), the share as
+    #: measured, and as fitted from the bytes per second (None: no machine telemetry)
+    with_packets: float | None = None
+    with_packets_fitted: float | None = None
+
+
+def bytes_per_s(r: dict) -> float:
+    """Bytes per second a stored run's workers move across the link (all of them)."""
+    return sum(remote_bytes(r)) / r["t_iter_s"]
 
 
 def held_out(runs: list[dict]) -> list[Check]:
@@ -124,26 +127,49 @@ def held_out(runs: list[dict]) -> list[Check]:
             fams.setdefault(servercost.family(r), []).append(r)
     out = []
     for fam, rs in fams.items():
-        small = [p for r in rs if r["workers"] <= servercost.FIT_MAX_WORKERS for p in points(r)]
+        small_runs = [r for r in rs if r["workers"] <= servercost.FIT_MAX_WORKERS]
+        small = [p for r in small_runs for p in points(r)]
         w = fit(small)
         if w is None:
             continue
         mean = _means(small)
+        shares: dict[tuple, list[float]] = {}
+        for r in small_runs:
+            x = packetwork.share(r)
+            if x is not None:
+                shares.setdefault(config(r), []).append(x)
+        pw = packetwork.fit([(bytes_per_s(r), packetwork.softirq_cores(r))
+                             for r in small_runs if packetwork.softirq_cores(r) is not None])
         for r in rs:
             if r["workers"] <= servercost.FIT_MAX_WORKERS or config(r) not in mean:
                 continue
             pts = points(r)
             x0, y0 = mean[config(r)]
+            wire = y0 + w * (sum(p.remote_bytes for p in pts) / len(pts) - x0)
+            base = shares.get(config(r))
+            x0_share = sum(base) / len(base) if base else None
+            x, xf = packetwork.share(r), (packetwork.modelled_share(pw, bytes_per_s(r), r)
+                                          if pw else None)
             split = f" split>={r['ps_split_bound']}" if r.get("ps_split_bound") else ""
-            out.append(Check(fam, f"{r['model']} {r['strategy']} ps{r['ps']}{split} "
-                                  f"x{r['workers']}", sum(p.core_s for p in pts) / len(pts),
-                             y0, y0 + w * (sum(p.remote_bytes for p in pts) / len(pts) - x0)))
+            out.append(Check(
+                fam, f"{r['model']} {r['strategy']} ps{r['ps']}{split} x{r['workers']}",
+                sum(p.core_s for p in pts) / len(pts), y0, wire,
+                wire * (1 + x - x0_share) if None not in (x, x0_share) else None,
+                wire * (1 + xf - x0_share) if None not in (xf, x0_share) else None))
     return out
 
 
-def summary(checks: list[Check]) -> dict[str, float]:
-    """Median |error| and median signed error of each way, over `checks`."""
-    const, const_bias = error_medians([c.constant / c.measured - 1 for c in checks])
-    wire, wire_bias = error_medians([c.with_wire / c.measured - 1 for c in checks])
-    return {"n": len(checks), "constant": const, "constant_bias": const_bias,
-            "with_wire": wire, "with_wire_bias": wire_bias}
+def summary(checks: list[Check]) -> dict[str, float | None]:
+    """Median |error| and median signed error of each way, over `checks` (the packet-work
+    ways over the checks that have them, with the wire's over the same checks beside
+    them as `wire_on_packets`; None where none has)."""
+    out: dict[str, float | None] = {"n": len(checks)}
+    for way in ("constant", "with_wire", "with_packets", "with_packets_fitted"):
+        errs = [getattr(c, way) / c.measured - 1 for c in checks
+                if getattr(c, way) is not None]
+        out[way], out[f"{way}_bias"] = error_medians(errs) if errs else (None, None)
+    on = [c.with_wire / c.measured - 1 for c in checks if c.with_packets is not None]
+    out["wire_on_packets"], out["wire_on_packets_bias"] = error_medians(on) if on else (None,
+                                                                                        None)
+    out["n_packets"] = len(on)
+    return out

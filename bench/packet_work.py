@@ -1,0 +1,95 @@
+"""Does the kernel's packet work grow with the bytes on the wire alone, or with the
+shapers' waits too? (`python -m bench.packet_work`; issue #17).
+
+On the emulated cluster a packet's softirq work is charged to whichever process runs
+(harness/perfmodel/packetwork.py; README, "Neighbours that move bytes"). For every stored
+parameter-server run on quota-limited hosts whose telemetry has the machine's softirq
+time, prints the medians by worker count of the softirq cores, the bytes per second
+crossing the link and the shapers' waits per second (tbf overlimits, every host, both
+ways), then two fits on the runs with <= 2 workers, each judged on the larger runs'
+softirq cores (median |error| and median signed error): the bytes alone, and the bytes
+with a term per wait. Measures nothing (seconds); the databases are copied first.
+
+    python -m bench.packet_work [--db A.db --db B.db ...]
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import shipped  # noqa: E402
+from harness.perfmodel import packetwork, servercost, workercost  # noqa: E402
+from harness.stats import error_medians  # noqa: E402
+
+
+def points(dbs: list[Path]) -> list[dict]:
+    """(workers, bytes per second, waits per second, softirq cores) of every run that has
+    them, read from copies."""
+    out = []
+    for db in dbs:
+        for r in shipped.runs_of(db):
+            if r.get("status") != "ok" or not r.get("cpus_per_host") or \
+                    r["strategy"] not in ("ps-sync", "ps-async") or not workercost.points(r):
+                continue
+            s, w = packetwork.softirq_cores(r), packetwork.shaper_waits_per_s(r)
+            if s is not None and w is not None:
+                out.append({"workers": r["workers"], "bps": workercost.bytes_per_s(r),
+                            "waits": w, "s": s})
+    return out
+
+
+def judged(pts: list[dict]) -> list[tuple[str, str, float, float]]:
+    """Each fit on the small runs: (name, its terms, median |error|, bias) on the larger
+    runs' softirq cores."""
+    small = [p for p in pts if p["workers"] <= servercost.FIT_MAX_WORKERS]
+    large = [p for p in pts if p["workers"] > servercost.FIT_MAX_WORKERS]
+    out = []
+    f = packetwork.fit([(p["bps"], p["s"]) for p in small])
+    if f is not None and large:
+        err = error_medians([(f.s0 + f.sigma * p["bps"]) / p["s"] - 1 for p in large])
+        out.append(("bytes", f"s0 {f.s0 * 1e3:.1f} milli-cores, {f.sigma * 1e9:.3f} "
+                             "core-ns per byte", *err))
+    g = packetwork.fit_with_waits([(p["bps"], p["waits"], p["s"]) for p in small])
+    if g is not None and large:
+        err = error_medians([(g.s0 + g.sigma * p["bps"] + g.tau * p["waits"]) / p["s"] - 1
+                             for p in large])
+        out.append(("bytes + waits", f"s0 {g.s0 * 1e3:.1f} milli-cores, {g.sigma * 1e9:.3f} "
+                                     f"core-ns per byte, {g.tau * 1e6:.2f} core-us per wait",
+                    *err))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = shipped.parser(__doc__)
+    args = ap.parse_args(argv)
+    dbs = shipped.databases(ap, args.db, "a parameter-server sweep on emulated hosts")
+    pts = points(dbs)
+    if not any(p["workers"] > servercost.FIT_MAX_WORKERS for p in pts) or \
+            not any(p["workers"] <= servercost.FIT_MAX_WORKERS for p in pts):
+        ap.error("no parameter-server runs with the machine's softirq time at both scales "
+                 f"(<= {servercost.FIT_MAX_WORKERS} workers and more) in "
+                 + ", ".join(map(str, dbs)))
+    print(f"{'workers':>7} {'runs':>5} {'softirq cores':>14} {'MB/s across':>12} "
+          f"{'waits/s':>8} {'core-ns/B over 1 worker':>24}")
+    base = statistics.median(p["s"] for p in pts if p["workers"] == 1) \
+        if any(p["workers"] == 1 for p in pts) else None
+    for n in sorted({p["workers"] for p in pts}):
+        mine = [p for p in pts if p["workers"] == n]
+        s = statistics.median(p["s"] for p in mine)
+        bps = statistics.median(p["bps"] for p in mine)
+        per = (f"{(s - base) / bps * 1e9:.3f}" if base is not None and bps > 0 else "-")
+        print(f"{n:>7} {len(mine):>5} {s:>14.4f} {bps / 1e6:>12.0f} "
+              f"{statistics.median(p['waits'] for p in mine):>8.0f} {per:>24}")
+    print()
+    print("fitted on the runs with <= 2 workers, the larger runs' softirq cores:")
+    for name, terms, err, bias in judged(pts):
+        print(f"  {name:<14} median |error| {err:.1%} (bias {bias:+.1%}): {terms}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
