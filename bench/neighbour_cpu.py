@@ -14,11 +14,13 @@ activations, may not be.
 This measures it without the network: the same 1-worker run (MXNet dist_sync, one server
 beside it, GoogLeNet 32 px, batch 8, 0.25 CPU, as ps-pieces-emulated.toml's) alone, and
 with neighbours on its core holding the other 0.75 CPU of it (a cgroup of their own,
-outside dnnbench's, pinned to the run's core with that quota), of three kinds: `spin`, a
+outside dnnbench's, pinned to the run's core with that quota), of four kinds: `spin`, a
 Python loop (the isolation probe's load, a small working set); `stream`, a loop copying
-32 MiB (a working set far above the caches); and `wire`, a TCP stream between two
-namespaces of their own over a veth shaped at the run's link rate (bench/wire_neighbours.py:
-this kernel charges a packet's softirq work to whichever process is running). The
+32 MiB (a working set far above the caches); `wire`, a TCP stream between two namespaces
+of their own over a veth shaped at the run's link rate (bench/wire_neighbours.py: this
+kernel charges a packet's softirq work to whichever process is running); and `spinwire`,
+the wire's two and two spinning ones together (the core fully booked, so the packet work
+finds a busy process wherever it lands, never an idle core). The
 conditions are taken in turns (alone, spin, stream, alone, ...), each a `dnnbench run` of
 its own database. Prints each run's worker and server CPU per step and t_iter, the share of
 the core's time the kernel spent in softirq meanwhile and the neighbours' bytes, then each
@@ -26,7 +28,7 @@ condition's medians, and the median over rounds of each run over its round's run
 Needs root, cgroups (v1 here), and the MXNet environment (built by the first run if
 missing); about 40 seconds per run here.
 
-    python -m bench.neighbour_cpu [--rounds 6] [--kinds spin,stream,wire] [--out DIR]
+    python -m bench.neighbour_cpu [--rounds 6] [--kinds spin,stream,wire,spinwire] [--out DIR]
     python -m bench.neighbour_cpu --read experiments/measured/neighbour-cpu
     python -m bench.neighbour_cpu --read experiments/measured/neighbour-wire
 """
@@ -55,8 +57,11 @@ GROUP = "dnnbench-neighbours"  # outside cgroups.PARENT: `cluster down` never to
 LOADS = {"spin": "while True:\n    pass",
          "stream": "src = bytes(32 << 20)\ndst = bytearray(32 << 20)\n"
                    "while True:\n    dst[:] = src"}
-#: every kind: LOADS' and `wire` (two processes moving bytes: bench/wire_neighbours.py)
-KINDS = [*LOADS, "wire"]
+#: every kind: LOADS', `wire` (two processes moving bytes: bench/wire_neighbours.py) and
+#: `spinwire` (both the wire's and `count` spinning ones: the core fully booked, so the
+#: packet work finds the run's processes or busy neighbours, never an idle core)
+KINDS = [*LOADS, "wire", "spinwire"]
+WIRED = ("wire", "spinwire")
 LINK = "1gbit"  # the run's and the wire neighbours' link
 EXPERIMENT = """name = "neighbour-cpu"
 description = "one MXNet dist_sync worker and its server on one 0.25-CPU emulated host"
@@ -113,8 +118,9 @@ def remove_group() -> None:
 
 
 def start_neighbours(kind: str, count: int, dirs: list[Path]) -> list[subprocess.Popen]:
-    """`count` processes of load `kind` (`wire`: its sender and receiver), each joining
-    the neighbours' group before it runs a line of the load."""
+    """`count` processes of load `kind` (`wire`: its sender and receiver; `spinwire`:
+    those and `count` spinning ones), each joining the neighbours' group before it runs a
+    line of the load."""
     procs_files = [str(d / "cgroup.procs") for d in dirs]
 
     def join() -> None:
@@ -125,8 +131,10 @@ def start_neighbours(kind: str, count: int, dirs: list[Path]) -> list[subprocess
         return subprocess.Popen(argv, preexec_fn=join, start_new_session=True,
                                 stdout=subprocess.DEVNULL)
 
-    if kind == "wire":
-        return wire_neighbours.start(sys.executable, popen)
+    if kind in WIRED:
+        spin = [popen([sys.executable, "-c", LOADS["spin"]])
+                for _ in range(count if kind == "spinwire" else 0)]
+        return wire_neighbours.start(sys.executable, popen) + spin
     return [popen([sys.executable, "-c", LOADS[kind]]) for _ in range(count)]
 
 
@@ -284,14 +292,15 @@ def main(argv: list[str] | None = None) -> int:
     extras: dict[str, list[dict[str, float]]] = {}
     try:
         dirs = make_group(rest, core)
-        if "wire" in kinds:
+        wired = any(k in WIRED for k in kinds)
+        if wired:
             wire_neighbours.up(LINK)
         for rnd in range(args.rounds):
             for cond in ["alone"] + kinds:
                 procs = [] if cond == "alone" else start_neighbours(cond, 2, dirs)
                 db = out / f"{cond}-{rnd}.db"
                 t0, ticks0 = time.monotonic(), core_ticks(core)
-                wire0 = wire_neighbours.received_bytes() if "wire" in kinds else 0
+                wire0 = wire_neighbours.received_bytes() if wired else 0
                 try:
                     run = subprocess.run([sys.executable, "-m", "harness.cli", "run", "-e",
                                           str(toml), "--db", str(db)], cwd=REPO,
@@ -299,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
                 finally:
                     stop(procs)
                 extra = side(core_ticks(core), ticks0, (wire_neighbours.received_bytes()
-                                                        - wire0) if "wire" in kinds else 0,
+                                                        - wire0) if wired else 0,
                              time.monotonic() - t0)
                 if run.returncode:
                     print(run.stdout[-2000:], run.stderr[-2000:], file=sys.stderr)

@@ -266,6 +266,15 @@ def test_wire_neighbours_move_bytes_at_the_link_rate_and_leave_nothing_behind():
         side = neighbour_cpu.side(neighbour_cpu.core_ticks("0"), ticks,
                                   wire_neighbours.received_bytes() - moved,
                                   time.monotonic() - t0)
+        # `spinwire`: the same two and two spinning ones, every one in the group
+        procs = neighbour_cpu.start_neighbours("spinwire", 2, dirs)
+        try:
+            time.sleep(0.5)
+            assert [p.poll() for p in procs] == [None] * 4
+            joined = {int(x) for d in dirs for x in (d / "cgroup.procs").read_text().split()}
+            assert {p.pid for p in procs} <= joined
+        finally:
+            neighbour_cpu.stop(procs)
     finally:
         neighbour_cpu.remove_group()
         wire_neighbours.down()
