@@ -225,6 +225,23 @@ def test_the_kept_wire_neighbour_runs_read_back(capsys):
     assert "core softirq 5.0%, wire 119 MB/s" in out
 
 
+def test_the_kept_spinwire_runs_read_back():
+    """The fully booked core (README, "Neighbours that move bytes"): beside spinning and
+    wire neighbours together the run's worker pays about a third of what it pays beside
+    the wire neighbours alone, each run over its round's spin run."""
+    from statistics import median
+
+    from bench import neighbour_cpu
+
+    results, extras = neighbour_cpu.read(MEASURED / "neighbour-spinwire")
+    assert list(results) == ["alone", "spin", "spinwire", "wire"]
+    over_spin = {c: round(median(m["worker"] / s["worker"]
+                                 for m, s in zip(results[c], results["spin"])), 3)
+                 for c in ("wire", "spinwire")}
+    assert over_spin == {"wire": 1.317, "spinwire": 1.104}
+    assert all(e["wire_MBps"] > 110 for c in ("wire", "spinwire") for e in extras[c])
+
+
 def test_bench_neighbour_cpu_refuses_bad_input(tmp_path):
     """An unknown load, a share outside one core, or a folder with no kept runs: the
     option, the value and what to give, before anything starts."""
