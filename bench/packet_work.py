@@ -25,15 +25,20 @@ from bench import shipped  # noqa: E402
 from harness.perfmodel import packetwork, servercost, workercost  # noqa: E402
 from harness.stats import error_medians  # noqa: E402
 
+#: experiments whose runs shared the machine with traffic of their own making (the
+#: neighbour benches): their softirq time is mostly their neighbours'
+NOT_ALONE = ("neighbour-cpu",)
+
 
 def points(dbs: list[Path]) -> list[dict]:
     """(workers, bytes per second, waits per second, softirq cores) of every run that has
-    them, read from copies."""
+    them (NOT_ALONE's left out), read from copies."""
     out = []
     for db in dbs:
         for r in shipped.runs_of(db):
             if r.get("status") != "ok" or not r.get("cpus_per_host") or \
-                    r["strategy"] not in ("ps-sync", "ps-async") or not workercost.points(r):
+                    r["strategy"] not in ("ps-sync", "ps-async") or not workercost.points(r) \
+                    or r.get("experiment") in NOT_ALONE:
                 continue
             s, w = packetwork.softirq_cores(r), packetwork.shaper_waits_per_s(r)
             if s is not None and w is not None:
