@@ -293,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         dirs = make_group(rest, core)
         wired = any(k in WIRED for k in kinds)
+        moved = wire_neighbours.received_bytes if wired else lambda: 0
         if wired:
             wire_neighbours.up(LINK)
         for rnd in range(args.rounds):
@@ -300,16 +301,14 @@ def main(argv: list[str] | None = None) -> int:
                 procs = [] if cond == "alone" else start_neighbours(cond, 2, dirs)
                 db = out / f"{cond}-{rnd}.db"
                 t0, ticks0 = time.monotonic(), core_ticks(core)
-                wire0 = wire_neighbours.received_bytes() if wired else 0
+                wire0 = moved()
                 try:
                     run = subprocess.run([sys.executable, "-m", "harness.cli", "run", "-e",
                                           str(toml), "--db", str(db)], cwd=REPO,
                                          capture_output=True, text=True, timeout=1800)
                 finally:
                     stop(procs)
-                extra = side(core_ticks(core), ticks0, (wire_neighbours.received_bytes()
-                                                        - wire0) if wired else 0,
-                             time.monotonic() - t0)
+                extra = side(core_ticks(core), ticks0, moved() - wire0, time.monotonic() - t0)
                 if run.returncode:
                     print(run.stdout[-2000:], run.stderr[-2000:], file=sys.stderr)
                     raise SystemExit(f"round {rnd + 1}, {cond}: dnnbench run failed "

@@ -66,16 +66,11 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return proc
 
 
-def _guarded() -> bool:
-    return any(r.split()[:2] == ["unreachable", SUBNET] for r in emulated._routes())
-
-
 def up(link: str) -> None:
     """The pair, shaped at `link` on both ends as an emulated host's eth0 and bridge
     port are (after removing any left by a crash)."""
     down()
-    taken = [r for r in emulated.routes_overlapping(SUBNET)
-             if r.split()[:2] != ["unreachable", SUBNET]]
+    taken = emulated.routes_overlapping(SUBNET)
     if taken:
         raise RuntimeError(f"this machine already routes addresses of {SUBNET} "
                            f"({taken[0].strip()}); change bench/wire_neighbours.py SUBNET")
@@ -91,8 +86,8 @@ def up(link: str) -> None:
             _ip("-n", ns, "addr", "add", f"{addr}/24", "dev", dev)
             _ip("-n", ns, "link", "set", dev, "up")
             if bits:
-                emulated._tc("qdisc", "replace", "dev", dev, "root",
-                             *emulated.tbf_args(bits), ns=ns)
+                emulated.tc("qdisc", "replace", "dev", dev, "root",
+                            *emulated.tbf_args(bits), ns=ns)
     except BaseException:
         down()
         raise
@@ -104,7 +99,7 @@ def down() -> None:
     for ns in NAMESPACES:
         if ns in listed:
             _ip("netns", "del", ns, check=False)
-    if _guarded():
+    if emulated.guard_installed(SUBNET):
         _ip("route", "del", "unreachable", SUBNET, check=False)
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from frameworks.plan import hosts_label, spec_hosts, spec_node_of
-from harness.perfmodel.traffic import steps_run
+from harness.perfmodel.traffic import host_counters, steps_run
 from harness.telemetry import LAUNCHER_TAGS
 
 #: a resource this busy bound the step
@@ -153,7 +153,7 @@ def host_throttled(r: dict) -> dict[int, float]:
 
 def host_bytes_per_step(r: dict) -> dict[int, float]:
     """The larger of each host's sent and received bytes per step, by host index."""
-    moved = _obj(r.get("manifest_json")).get("host", {}).get("emulated", {}).get("bytes") or {}
+    moved = host_counters(r)
     steps = steps_run(r)
     out: dict[int, float] = {}
     for ns, v in moved.items():
@@ -165,7 +165,7 @@ def host_bytes_per_step(r: dict) -> dict[int, float]:
 
 def ingress_waits_per_step(r: dict) -> float | None:
     """The largest of the hosts' ingress-shaper waits per step (None: not counted)."""
-    moved = _obj(r.get("manifest_json")).get("host", {}).get("emulated", {}).get("bytes") or {}
+    moved = host_counters(r)
     waits = [v["in_overlimits"] for v in moved.values() if "in_overlimits" in v]
     steps = steps_run(r)
     return max(waits) / steps if waits and steps else None

@@ -105,7 +105,9 @@ def _ip(*args: str, ns: str | None = None, check: bool = True) -> subprocess.Com
     return proc
 
 
-def _tc(*args: str, ns: str | None = None) -> None:
+def tc(*args: str, ns: str | None = None) -> None:
+    """Run `tc` (inside namespace `ns` where given); a failure raises ClusterError with
+    tc's own message. Shared with the benches that shape links of their own."""
     cmd = (["ip", "netns", "exec", ns] if ns else []) + ["tc", *args]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode:
@@ -174,8 +176,8 @@ def up(hosts: int, link: str = "unshaped", cpus_per_host: float = 0.0,
             _ip("addr", "add", f"{address(i)}/24", "dev", "eth0", ns=ns)
             _ip("link", "set", "eth0", "up", ns=ns)
             if bits:
-                _tc("qdisc", "replace", "dev", "eth0", "root", *tbf_args(bits), ns=ns)
-                _tc("qdisc", "replace", "dev", port, "root", *tbf_args(bits))
+                tc("qdisc", "replace", "dev", "eth0", "root", *tbf_args(bits), ns=ns)
+                tc("qdisc", "replace", "dev", port, "root", *tbf_args(bits))
             names.append(ns)
         probe: dict = {}
         if limits:
@@ -204,7 +206,7 @@ def reshape(link: str) -> Cluster:
     for i, ns in enumerate(c.hosts):
         for dev, where in (("eth0", ns), (f"dnbv{i}", None)):
             if bits:
-                _tc("qdisc", "replace", "dev", dev, "root", *tbf_args(bits), ns=where)
+                tc("qdisc", "replace", "dev", dev, "root", *tbf_args(bits), ns=where)
             else:
                 cmd = (["ip", "netns", "exec", where] if where else []) + [
                     "tc", "qdisc", "del", "dev", dev, "root"]
@@ -324,18 +326,21 @@ def down() -> list[str]:
             _ip("link", "del", name, check=False)
     _ip("link", "del", BRIDGE, check=False)
     cgroups.remove()
-    if _guard_installed():
+    if guard_installed():
         _ip("route", "del", "unreachable", SUBNET, check=False)  # the guard goes last
     STATE.unlink(missing_ok=True)
     return removed
 
 
-def _routes() -> list[str]:
+def routes() -> list[str]:
+    """This machine's IPv4 routes, every table, one per line as `ip -o` prints them."""
     return _ip("-4", "-o", "route", "show", "table", "all", check=False).stdout.splitlines()
 
 
-def _guard_installed() -> bool:
-    return any(r.split()[:2] == ["unreachable", SUBNET] for r in _routes())
+def guard_installed(subnet: str = SUBNET) -> bool:
+    """Whether the unreachable route that keeps `subnet`'s traffic off every real
+    interface is in place (DESIGN.md section 9: it goes first and comes off last)."""
+    return any(r.split()[:2] == ["unreachable", subnet] for r in routes())
 
 
 def routes_overlapping(subnet: str = SUBNET) -> list[str]:
@@ -343,7 +348,7 @@ def routes_overlapping(subnet: str = SUBNET) -> list[str]:
     module's own guard: the lab must not take over addresses something else routes."""
     lab = ipaddress.ip_network(subnet)
     out = []
-    for route in _routes():
+    for route in routes():
         words = route.split()
         if words[0] in ("unreachable", "local", "broadcast", "blackhole", "prohibit",
                         "multicast", "throw"):

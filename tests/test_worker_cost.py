@@ -269,7 +269,7 @@ def test_wire_neighbours_move_bytes_at_the_link_rate_and_leave_nothing_behind():
     try:
         wire_neighbours.up("100mbit")
         assert any(r.split()[:2] == ["unreachable", wire_neighbours.SUBNET]
-                   for r in emulated._routes())
+                   for r in emulated.routes())
         ticks, moved, t0 = neighbour_cpu.core_ticks("0"), wire_neighbours.received_bytes(), \
             time.monotonic()
         procs = neighbour_cpu.start_neighbours("wire", 2, dirs)
@@ -301,6 +301,6 @@ def test_wire_neighbours_move_bytes_at_the_link_rate_and_leave_nothing_behind():
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not any(ns in listed for ns in wire_neighbours.NAMESPACES)
     assert emulated.routes_overlapping(wire_neighbours.SUBNET) == [] and not any(
-        r.split()[:2] == ["unreachable", wire_neighbours.SUBNET] for r in emulated._routes())
+        r.split()[:2] == ["unreachable", wire_neighbours.SUBNET] for r in emulated.routes())
     assert not any(d.exists() for d in dirs)
     wire_neighbours.down()  # idempotent

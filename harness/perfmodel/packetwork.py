@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from typing import NamedTuple
 
-from harness.perfmodel.traffic import steps_run
+from harness.perfmodel.traffic import host_counters, steps_run
 from harness.stats import least_squares
 
 
@@ -85,8 +85,7 @@ def modelled_share(f: Fit, bytes_per_s: float, r: dict) -> float | None:
 def shaper_waits_per_s(r: dict) -> float | None:
     """Every emulated host's tbf waits (overlimits) per second, egress and ingress
     together, from the interface counters stored with run `r` (None: not counted)."""
-    manifest = json.loads(r.get("manifest_json") or "{}")
-    moved = manifest.get("host", {}).get("emulated", {}).get("bytes") or {}
+    moved = host_counters(r)
     got = [v.get("in_overlimits", 0) + v.get("out_overlimits", 0) for v in moved.values()
            if "in_overlimits" in v or "out_overlimits" in v]
     steps = steps_run(r)

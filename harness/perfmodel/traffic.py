@@ -82,6 +82,17 @@ class Traffic:
         return ratios[0] >= 1 - TOLERANCE and all(x <= top for x in judged)
 
 
+def host_counters(r: dict) -> dict[str, dict]:
+    """Each emulated host's interface counters over the whole run, by namespace, as the
+    run's manifest stored them (bytes, and the shapers' overlimits where counted); empty
+    where the run was not on emulated hosts. The one reader of them: traffic, the
+    bottleneck and the packet work all start here. The manifest may be stored text or,
+    before the run is stored, the dict itself."""
+    manifest = r.get("manifest_json") or "{}"
+    manifest = manifest if isinstance(manifest, dict) else json.loads(manifest)
+    return manifest.get("host", {}).get("emulated", {}).get("bytes") or {}
+
+
 def steps_run(r: dict) -> int:
     """Training steps a throughput run took, warm-up and the re-warming steps included."""
     rewarm = (r["n_trials"] or 1) - 1 if r.get("trial_order") == "interleaved" else 0
@@ -93,8 +104,7 @@ def check(r: dict) -> Traffic | None:
     is nothing to compare (not a throughput run of a modelled strategy across emulated
     hosts, or no counters)."""
     spec = json.loads(r["spec_json"])
-    moved = (json.loads(r.get("manifest_json") or "{}").get("host", {})
-             .get("emulated", {}).get("bytes"))
+    moved = host_counters(r)
     if ((r["strategy"] not in STRATEGY_MAP and not asynchronous(r))
             or r["mode"] != "throughput" or not moved
             or spec_hosts(spec) < 2 or len(moved) != spec_hosts(spec)):
