@@ -13,8 +13,10 @@ softirq time, with the packet work of every host on the cores charged to whoever
 share minus its small runs', the share as measured ("+ packet work") and with the
 softirq cores fitted on the small runs from the bytes per second across the link ("+
 fitted packets"; both take the run's measured t_iter and busy cores, so they say what
-the CPU per step is given the step, not the step). Prints each sweep's median |error| and
-median signed error each way, then the totals for synchronous and asynchronous servers.
+the CPU per step is given the step, not the step), and the median rise of that share
+from the small runs to the larger ones ("share rise", points of the busy cores). Prints
+each sweep's median |error| and median signed error each way, then the totals for
+synchronous and asynchronous servers.
 Measures nothing (seconds); the databases are copied first.
 
     python -m bench.worker_wire [--db A.db --db B.db ...]
@@ -47,7 +49,11 @@ def _line(name: str, cs: list[workercost.Check]) -> str:
     return (f"{name:<58} {s['n']:>4}  {_way(s, 'constant'):>33}  {_way(s, 'with_wire'):>16}"
             f"  {s['n_packets']:>4}  {_way(s, 'wire_on_packets'):>16}  "
             f"{_way(s, 'with_packets'):>16}  "
-            f"{_way(s, 'with_packets_fitted'):>16}")
+            f"{_way(s, 'with_packets_fitted'):>16}  {_points(s['share_rise']):>11}")
+
+
+def _points(rise: float | None) -> str:
+    return "-" if rise is None else f"{100 * rise:+.1f} pts"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{'sweep (workers of each run with > 2 workers)':<58} {'runs':>4}  "
         f"{'small runs: median |error| (bias)':>33}  {'with the wire':>16}  "
         f"{'runs':>4}  {'the wire on them':>16}  {'+ packet work':>16}  "
-        f"{'+ fitted packets':>16}",
+        f"{'+ fitted packets':>16}  {'share rise':>11}",
         "all {kind} servers' workers",
         "no parameter-server run with workers' telemetry at both scales (<= 2 workers and "
         "more, whose bytes across the link differ)")

@@ -79,7 +79,8 @@ def test_the_shipped_workers_cpu_with_the_packet_work(capsys):
     the machine's softirq time (README, "Neighbours that move bytes"): on the same runs,
     the wire term alone leaves the workers' CPU at 4 and 8 workers a median 5-6% low; with
     the measured share of the packet work 1.2-1.3% low; with the softirq time fitted from
-    the bytes per second on the small runs in between."""
+    the bytes per second on the small runs in between. The share rises a median 4.6 points
+    from the small runs (synchronous), 3.5 (asynchronous)."""
     from bench import worker_wire
     from harness.perfmodel import workercost
 
@@ -89,13 +90,15 @@ def test_the_shipped_workers_cpu_with_the_packet_work(capsys):
         s = workercost.summary([c for c in checks if c.family[2] == asyn])
         got[asyn] = tuple(round(100 * s[k], 1) for k in (
             "wire_on_packets", "wire_on_packets_bias", "with_packets", "with_packets_bias",
-            "with_packets_fitted", "with_packets_fitted_bias")) + (s["n_packets"],)
-    assert got == {False: (6.4, -5.3, 5.1, -1.3, 6.7, -1.5, 74),
-                   True: (6.5, -5.8, 4.4, -1.2, 6.2, -4.2, 62)}, got
+            "with_packets_fitted", "with_packets_fitted_bias", "share_rise")) + (
+            s["n_packets"],)
+    # the last but one: the share's median rise from the small runs, in points
+    assert got == {False: (6.4, -5.3, 5.1, -1.3, 6.7, -1.5, 4.6, 74),
+                   True: (6.5, -5.8, 4.4, -1.2, 6.2, -4.2, 3.5, 62)}, got
     assert worker_wire.main([]) == 0
     line = next(ln for ln in capsys.readouterr().out.splitlines()
                 if ln.startswith("all synchronous"))
-    assert " 74 " in line and "5.1% ( -1.3%)" in line, line
+    assert " 74 " in line and "5.1% ( -1.3%)" in line and line.endswith("+4.6 pts"), line
 
 
 def test_holdout_fits_the_packet_work_on_request(tmp_path):
@@ -124,22 +127,37 @@ def test_holdout_fits_the_packet_work_on_request(tmp_path):
     assert bad.returncode == 2 and "--packet-work" in bad.stderr and "--holdout" in bad.stderr
 
 
-def test_the_packet_work_grows_with_the_shapers_waits(capsys):
+def test_the_packet_work_neither_bytes_nor_waits_per_set(capsys):
     """bench.packet_work over every shipped database but the neighbour benches' (their
-    softirq time is mostly their neighbours'): fitted on the <= 2-worker runs, the bytes
-    across the link alone leave the larger runs' softirq cores a median 18% short; with a
-    term per shaper wait (tbf overlimits, which grow faster than the bytes as senders meet
-    at an ingress) 14.8% off, 12.2% over."""
+    softirq time is mostly their neighbours'): fitted on the <= 2-worker runs of all sets
+    pooled, the bytes across the link alone leave the larger runs' softirq cores a median
+    18% short, and a term per shaper wait looks like the missing one (14.8% off, 12.2%
+    over); but each set fitted on its own small runs, the waits make it worse (18.4% ->
+    32.6% over the three sets that can fit both), every host's TCP segments do no better
+    than the bytes (19.6%), and the bytes alone range from 44% short
+    (pieces) to 48% over (cori-replicated, whose small runs cannot fit the waits): the form
+    is not settled (README, "The packet work, held out")."""
     from bench import packet_work
 
     pts = packet_work.points(sorted(MEASURED.glob("*/*.db")))
     got = {name: (round(100 * err, 1), round(100 * bias, 1))
            for name, _, err, bias in packet_work.judged(pts)}
-    assert got == {"bytes": (19.7, -17.8), "bytes + waits": (14.8, 12.2)}, got
+    assert got == {"bytes": (19.7, -17.8), "segments": (21.0, -18.5),
+                   "bytes + waits": (14.8, 12.2)}, got
     assert len(pts) == 306
+    per, together, common = packet_work.judged_by_set(pts)
+    assert {f: (round(100 * e, 1), round(100 * b, 1), n) for f, (e, b, n) in together.items()
+            } == {"bytes": (18.4, -17.0, 124), "segments": (19.6, -18.1, 124),
+                  "bytes + waits": (32.6, 23.2, 124)}, together
+    assert "cori2017-emulated-replicated-repeats" not in common and len(common) == 3
+    bias = {n: round(100 * fits[0][3], 1) for n, fits in per.items()}
+    assert bias["ps-pieces-emulated-repeats"] == -44.2, bias
+    assert bias["cori2017-emulated-replicated-repeats"] == 48.3, bias
     assert packet_work.main([]) == 0
     out = capsys.readouterr().out
     assert "6.01 core-us per wait" in out and "      1    50         0.0112" in out
+    assert "each set on its own small runs:" in out
+    assert "bytes + waits  median |error| 32.6% (bias +23.2%) over 124 runs" in out
 
 
 def test_bench_packet_work_names_what_it_needs(tmp_path):

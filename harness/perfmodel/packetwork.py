@@ -92,6 +92,16 @@ def shaper_waits_per_s(r: dict) -> float | None:
     return sum(got) / steps / r["t_iter_s"] if got and steps and r.get("t_iter_s") else None
 
 
+def segments_per_s(r: dict) -> float | None:
+    """Every emulated host's TCP segments sent per second (loopback included: a host's
+    own server's traffic is packet work too), from the counters stored with run `r`
+    (None: not counted)."""
+    moved = host_counters(r)
+    got = [v["out_segs"] for v in moved.values() if "out_segs" in v]
+    steps = steps_run(r)
+    return sum(got) / steps / r["t_iter_s"] if got and steps and r.get("t_iter_s") else None
+
+
 class WaitsFit(NamedTuple):
     s0: float  # softirq cores with nothing on the wire
     sigma: float  # core-seconds per byte crossing the link

@@ -23,6 +23,7 @@ network thread of the worker's own (predict.Scenario.worker_wire_cost).
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -109,6 +110,8 @@ class Check:
     #: measured, and as fitted from the bytes per second (None: no machine telemetry)
     with_packets: float | None = None
     with_packets_fitted: float | None = None
+    #: the run's measured share minus its small runs' mean (what with_packets charges)
+    share_rise: float | None = None
 
 
 def bytes_per_s(r: dict) -> float:
@@ -155,7 +158,8 @@ def held_out(runs: list[dict]) -> list[Check]:
                 fam, f"{r['model']} {r['strategy']} ps{r['ps']}{split} x{r['workers']}",
                 sum(p.core_s for p in pts) / len(pts), y0, wire,
                 wire * (1 + x - x0_share) if None not in (x, x0_share) else None,
-                wire * (1 + xf - x0_share) if None not in (xf, x0_share) else None))
+                wire * (1 + xf - x0_share) if None not in (xf, x0_share) else None,
+                x - x0_share if None not in (x, x0_share) else None))
     return out
 
 
@@ -172,4 +176,6 @@ def summary(checks: list[Check]) -> dict[str, float | None]:
     out["wire_on_packets"], out["wire_on_packets_bias"] = error_medians(on) if on else (None,
                                                                                         None)
     out["n_packets"] = len(on)
+    rises = [c.share_rise for c in checks if c.share_rise is not None]
+    out["share_rise"] = statistics.median(rises) if rises else None
     return out
