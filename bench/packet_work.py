@@ -11,8 +11,8 @@ softirq cores (median |error| and median signed error): the bytes alone, every h
 TCP segments sent alone (loopback included), and the bytes with a term per wait; first
 with every set pooled, then each set (a folder of databases: one machine, one sweep)
 fitted on its own small runs. The pooled fits mix machines and links, so the per-set
-ones are the test (2026-12-06: pooled, the waits look like the missing term, 19.7% ->
-14.8%; per set they make it worse, 18.4% -> 32.6%). Measures nothing (seconds); the
+ones are the test (2026-12-06: pooled, the waits look like the missing term, 21.1% ->
+13.9%; per set they make it worse, 18.3% -> 31.5%). Measures nothing (seconds); the
 databases are copied first.
 
     python -m bench.packet_work [--db A.db --db B.db ...]

@@ -17,12 +17,13 @@ share with its configuration's small runs' (workercost.held_out). The softirq co
 with the bytes per second crossing the link (`fit`: least squares over the small runs,
 s = s0 + sigma x bytes per second); measured, they grow faster than that at 4-8 workers
 (`python -m bench.worker_wire`), so the measured share explains more than the fitted one.
-What grows is the work per byte: the shapers' waits (tbf overlimits: a packet that found
-no tokens, each a timer and a requeue) grow faster than the bytes as more senders meet at
-an ingress, and a term per wait (`fit_with_waits`) carries part of that growth from the
-small runs to the larger ones (`python -m bench.packet_work`: 19.7% -> 14.8% median
-|error|, overshooting by 12%). The simulated step
-(predict.Scenario.packet_work) has the per-byte form only: it does not count waits.
+The shapers' waits (tbf overlimits: a packet that found no tokens, each a timer and a
+requeue) grow faster than the bytes as more senders meet at an ingress, and a term per
+wait (`fit_with_waits`) looks like the missing growth when every set is pooled; fitted
+on each set's own small runs it makes the larger runs' softirq worse, not better
+(`python -m bench.packet_work`: 18.3% -> 31.5% median |error|), and so do TCP segments
+in place of bytes (`segments_per_s`). The form is not settled; the simulated step
+(predict.Scenario.packet_work) has the per-byte form.
 """
 
 from __future__ import annotations
