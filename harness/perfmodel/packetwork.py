@@ -21,8 +21,8 @@ The shapers' waits (tbf overlimits: a packet that found no tokens, each a timer 
 requeue) grow faster than the bytes as more senders meet at an ingress, and a term per
 wait (`fit_with_waits`) looks like the missing growth when every set is pooled; fitted
 on each set's own small runs it makes the larger runs' softirq worse, not better
-(`python -m bench.packet_work`: 18.3% -> 31.5% median |error|), and so do TCP segments
-in place of bytes (`segments_per_s`). The form is not settled; the simulated step
+(`python -m bench.packet_work`: 18.3% -> 31.5% median |error|), and TCP segments in
+place of bytes (`segments_per_s`) do no better (19.5%). The form is not settled; the simulated step
 (predict.Scenario.packet_work) has the per-byte form.
 """
 
