@@ -153,6 +153,10 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
      "measuring (/proc/stat: user, system, irq, softirq, steal, idle; they sum to its "
      "cores): work no process's quota bounds, such as the kernel's for emulated links "
      "(softirq) and the hypervisor's for other VMs (steal), and whether any core was left"),
+    ("machine_softirqs_json", "TEXT", "per s", "the harness host's softirqs raised per "
+     "second by kind while measuring (/proc/softirqs, every core summed: NET_RX, NET_TX, "
+     "TIMER, HRTIMER, SCHED, RCU, ...; since 2026-12-06): counts, not time; which kind of "
+     "the machine's softirq time (machine_cpu_json) grows with a run's traffic"),
     ("gpu_util_pct", "REAL", "%", "mean GPU utilisation while measuring (NVML)"),
     ("gpu_mem_peak_mb", "REAL", "MiB", "peak GPU memory used (NVML)"),
     ("gpu_power_w", "REAL", "W", "mean GPU power while measuring (NVML)"),

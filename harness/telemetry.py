@@ -82,6 +82,9 @@ class MachineTicks:
     (steal): a step that waits on none of its processes' resources may wait on these."""
     t: float
     ticks: tuple[int, ...]  # in _STAT_FIELDS order
+    #: softirqs raised so far by kind, every core summed (/proc/softirqs): /proc/stat's
+    #: softirq time does not say which kind, and network work is only some of it
+    softirqs: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -157,6 +160,21 @@ class Telemetry:
         ticks = dict(zip(_STAT_FIELDS, got))
         return {kind: round(sum(ticks[f] for f in fields) / TICK / dt, 4)
                 for kind, fields in _MACHINE_KINDS.items()}
+
+    def machine_softirq_rates(self) -> dict[str, float]:
+        """The whole machine's softirqs raised per second by kind while measuring, from
+        the same readings as machine_rates (counts, not time: whether the kernel's work
+        that grows with a run is its network's, NET_RX and NET_TX, or the timers' and the
+        scheduler's, which grow with busy cores); kinds never raised are left out."""
+        dt, got = 0.0, {}
+        for a, b in self._consecutive(m for m in self.machine if m.softirqs):
+            d = {k: b.softirqs[k] - v for k, v in a.softirqs.items() if k in b.softirqs}
+            if not d or min(d.values()) < 0:
+                continue
+            dt += b.t - a.t
+            for k, v in d.items():
+                got[k] = got.get(k, 0) + v
+        return {k: round(v / dt, 1) for k, v in sorted(got.items()) if v} if dt else {}
 
     def thread_rates(self, least: float = 0.0005) -> dict[str, dict[str, float]]:
         """{tag: {"name/tid": mean CPU cores}} while measuring, from the same readings
@@ -246,6 +264,9 @@ class Telemetry:
         machine = self.machine_rates()
         if machine:
             out["machine_cpu_json"] = json.dumps(machine)
+        softirqs = self.machine_softirq_rates()
+        if softirqs:
+            out["machine_softirqs_json"] = json.dumps(softirqs)
         gpus = [s for v in self._window("gpu").values() for s in v]
         if gpus:
             out["gpu_util_pct"] = sum(s.gpu_util or 0 for s in gpus) / len(gpus)
@@ -376,6 +397,24 @@ def machine_ticks() -> tuple[int, ...] | None:
     return tuple(int(x) for x in f[1:1 + len(_STAT_FIELDS)])
 
 
+def machine_softirqs() -> dict[str, int]:
+    """Softirqs raised so far by kind, every core summed (/proc/softirqs: a header of
+    CPUs, then a row per kind); empty where it cannot be read."""
+    try:
+        with open("/proc/softirqs", "rb") as fh:
+            rows = fh.read().decode("ascii", "replace").splitlines()[1:]
+    except OSError:
+        return {}
+    out = {}
+    for row in rows:
+        kind, _, counts = row.partition(":")
+        try:
+            out[kind.strip()] = sum(int(x) for x in counts.split())
+        except ValueError:
+            continue
+    return out
+
+
 def netns_id(pid: int) -> int | None:
     """The inode of the network namespace a process runs in (None: gone, or not ours to
     read); /run/netns/NAME of a named namespace has the same one."""
@@ -502,7 +541,7 @@ class Sampler:
         thread), not at every tick."""
         ticks = machine_ticks()
         if ticks is not None:
-            self.data.machine.append(MachineTicks(t, ticks))
+            self.data.machine.append(MachineTicks(t, ticks, machine_softirqs()))
         for tag, root in self.roots.items():
             members = self._members.get(root)
             if not members:

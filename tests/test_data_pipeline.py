@@ -491,6 +491,9 @@ def test_each_threads_cpu_is_read_under_its_name():
     assert set(machine) == {"user", "system", "irq", "softirq", "steal", "idle"}
     assert sum(machine.values()) == pytest.approx(os.cpu_count(), rel=0.1), machine
     assert machine["user"] >= rates[spinner] - 0.05, (machine, rates)
+    # and its softirqs by kind over the same turn: a busy core takes timer ticks
+    softirqs = json.loads(summary["machine_softirqs_json"])
+    assert softirqs["TIMER"] > 0 and all(v > 0 for v in softirqs.values()), softirqs
 
 
 def test_machine_rates_come_from_within_each_turn():
@@ -516,6 +519,31 @@ def test_machine_rates_come_from_within_each_turn():
     assert got == {"user": 1.5, "system": 0.25, "irq": 0.0, "softirq": 0.25,
                    "steal": 0.0, "idle": 0.5}, got
     assert Telemetry(machine=[at(1.0, 0, 0, 0)]).machine_rates() == {}
+
+
+def test_machine_softirqs_by_kind_come_from_within_each_turn():
+    """The machine's softirqs per second by kind (/proc/softirqs) from the same readings:
+    within a turn only, a kind never raised left out, a reading without them (a kernel
+    without the file) skipped; and this machine's file parses, every core summed."""
+    from harness.telemetry import MachineTicks, Telemetry, machine_softirqs
+
+    def at(when: float, **kinds: int) -> MachineTicks:
+        return MachineTicks(when, (0,) * 8, kinds)
+
+    data = Telemetry(measuring_from=0.5, turns=[[1.0, 3.0], [5.0, 6.0]], machine=[
+        at(0.2, NET_RX=0, TIMER=0, HI=0),  # before measuring
+        at(1.0, NET_RX=100, TIMER=50, HI=0),
+        at(2.0),  # no /proc/softirqs at this reading
+        at(3.0, NET_RX=900, TIMER=250, HI=0),  # 2 s: 400 NET_RX/s, 100 TIMER/s
+        at(5.0, NET_RX=5000, TIMER=400, HI=0),  # between turns: another member's trial
+        at(6.0, NET_RX=4000, TIMER=500, HI=0)])  # counted down: dropped
+    assert data.machine_softirq_rates() == {"NET_RX": 400.0, "TIMER": 100.0}
+    assert Telemetry(machine=[at(1.0, TIMER=1)]).machine_softirq_rates() == {}
+    here = machine_softirqs()
+    assert {"NET_RX", "NET_TX", "TIMER", "SCHED"} <= set(here), here
+    with open("/proc/softirqs") as fh:
+        row = next(r for r in fh if r.split(":")[0].strip() == "TIMER")
+    assert here["TIMER"] >= sum(int(x) for x in row.split(":")[1].split())
 
 
 def test_interleaved_turns_measure_wake_ups_inside_each_turn():

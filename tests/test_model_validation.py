@@ -204,6 +204,8 @@ def test_holdout_on_a_tiny_real_scaling_run(torch_env, tmp_path):
         assert all(v["out_segs"] > 0 for v in hosts.values()), hosts
         machine = json.loads(r["machine_cpu_json"])
         assert sum(machine.values()) == pytest.approx(os.cpu_count(), rel=0.1), machine
+        softirqs = json.loads(r["machine_softirqs_json"])  # the links' packets among them
+        assert softirqs["NET_RX"] > 0 and softirqs["TIMER"] > 0, softirqs
         assert b.ingress_waits is not None and b.ingress_waits >= 0, b
     assert 'id="table-bottleneck"' in html
     assert ("allreduce: median |error|" in proc.stdout
