@@ -83,24 +83,26 @@ def modelled_share(f: Fit, bytes_per_s: float, r: dict) -> float | None:
     return (f.s0 + f.sigma * bytes_per_s) / b if b else None
 
 
+def _counted_per_s(r: dict, *fields: str) -> float | None:
+    """`fields` of every emulated host's counters stored with run `r`, summed over the
+    hosts that counted any of them, per second of its steps (None: none counted)."""
+    got = [sum(v.get(f, 0) for f in fields) for v in host_counters(r).values()
+           if any(f in v for f in fields)]
+    steps = steps_run(r)
+    return sum(got) / steps / r["t_iter_s"] if got and steps and r.get("t_iter_s") else None
+
+
 def shaper_waits_per_s(r: dict) -> float | None:
     """Every emulated host's tbf waits (overlimits) per second, egress and ingress
     together, from the interface counters stored with run `r` (None: not counted)."""
-    moved = host_counters(r)
-    got = [v.get("in_overlimits", 0) + v.get("out_overlimits", 0) for v in moved.values()
-           if "in_overlimits" in v or "out_overlimits" in v]
-    steps = steps_run(r)
-    return sum(got) / steps / r["t_iter_s"] if got and steps and r.get("t_iter_s") else None
+    return _counted_per_s(r, "in_overlimits", "out_overlimits")
 
 
 def segments_per_s(r: dict) -> float | None:
     """Every emulated host's TCP segments sent per second (loopback included: a host's
     own server's traffic is packet work too), from the counters stored with run `r`
     (None: not counted)."""
-    moved = host_counters(r)
-    got = [v["out_segs"] for v in moved.values() if "out_segs" in v]
-    steps = steps_run(r)
-    return sum(got) / steps / r["t_iter_s"] if got and steps and r.get("t_iter_s") else None
+    return _counted_per_s(r, "out_segs")
 
 
 class WaitsFit(NamedTuple):
