@@ -10,7 +10,10 @@ ways), then three fits on the runs with <= 2 workers, each judged on the larger 
 softirq cores (median |error| and median signed error): the bytes alone, every host's
 TCP segments sent alone (loopback included), and the bytes with a term per wait; first
 with every set pooled, then each set (a folder of databases: one machine, one sweep)
-fitted on its own small runs. The pooled fits mix machines and links, so the per-set
+fitted on its own small runs. Last, on the runs that stored the machine's softirqs raised
+by kind (telemetry's machine_softirqs_json): which kinds grow with the workers, and fits
+on the network's softirqs (NET_RX, NET_TX) in place of the bytes, and with every other
+kind beside them. The pooled fits mix machines and links, so the per-set
 ones are the test (2026-12-06: pooled, the waits look like the missing term, 21.1% ->
 13.9%; per set they make it worse, 18.3% -> 31.5%). Measures nothing (seconds); the
 databases are copied first.
@@ -28,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import shipped  # noqa: E402
 from harness.perfmodel import packetwork, servercost, workercost  # noqa: E402
-from harness.stats import error_medians  # noqa: E402
+from harness.stats import error_medians, least_squares  # noqa: E402
 
 #: experiments whose runs shared the machine with traffic of their own making (the
 #: neighbour benches): their softirq time is mostly their neighbours'
@@ -37,7 +40,8 @@ NOT_ALONE = ("neighbour-cpu",)
 
 def points(dbs: list[Path]) -> list[dict]:
     """(workers, bytes per second, waits per second, TCP segments per second, softirq
-    cores, the set: the database's folder) of every run that has them (NOT_ALONE's left
+    cores, the set: the database's folder, softirqs raised per second by kind or None) of
+    every run that has them (NOT_ALONE's left
     out), read from copies."""
     out = []
     for db in dbs:
@@ -50,33 +54,74 @@ def points(dbs: list[Path]) -> list[dict]:
             segs = packetwork.segments_per_s(r)
             if s is not None and w is not None and segs is not None:
                 out.append({"workers": r["workers"], "bps": workercost.bytes_per_s(r),
-                            "waits": w, "segs": segs, "s": s, "set": db.parent.name})
+                            "waits": w, "segs": segs, "s": s, "set": db.parent.name,
+                            "kinds": packetwork.softirqs_per_s(r)})
     return out
+
+
+def _one_term(name: str, small: list[dict], large: list[dict], x, unit: str,
+              scale: float) -> tuple[str, str, list[float]] | None:
+    """s = s0 + sigma x `x`(run), fitted on `small` (packetwork.fit), with its relative
+    error on each of `large`'s softirq cores; None where `small` cannot make it."""
+    f = packetwork.fit([(x(p), p["s"]) for p in small])
+    if f is None:
+        return None
+    return (name, f"s0 {f.s0 * 1e3:.1f} milli-cores, {f.sigma * scale:.3f} {unit}",
+            [(f.s0 + f.sigma * x(p)) / p["s"] - 1 for p in large])
+
+
+def _split(pts: list[dict]) -> tuple[list[dict], list[dict]]:
+    return ([p for p in pts if p["workers"] <= servercost.FIT_MAX_WORKERS],
+            [p for p in pts if p["workers"] > servercost.FIT_MAX_WORKERS])
 
 
 def errors(pts: list[dict]) -> list[tuple[str, str, list[float]]]:
     """Each fit on the small runs of `pts`: (name, its terms, its relative error on each
     larger run's softirq cores); a fit the small runs cannot make is left out."""
-    small = [p for p in pts if p["workers"] <= servercost.FIT_MAX_WORKERS]
-    large = [p for p in pts if p["workers"] > servercost.FIT_MAX_WORKERS]
-    out: list[tuple[str, str, list[float]]] = []
+    small, large = _split(pts)
     if not large:
-        return out
-    f = packetwork.fit([(p["bps"], p["s"]) for p in small])
-    if f is not None:
-        out.append(("bytes", f"s0 {f.s0 * 1e3:.1f} milli-cores, {f.sigma * 1e9:.3f} "
-                             "core-ns per byte",
-                    [(f.s0 + f.sigma * p["bps"]) / p["s"] - 1 for p in large]))
-    k = packetwork.fit([(p["segs"], p["s"]) for p in small])
-    if k is not None:
-        out.append(("segments", f"s0 {k.s0 * 1e3:.1f} milli-cores, {k.sigma * 1e6:.3f} "
-                                "core-us per segment",
-                    [(k.s0 + k.sigma * p["segs"]) / p["s"] - 1 for p in large]))
+        return []
+    out = [f for f in (
+        _one_term("bytes", small, large, lambda p: p["bps"], "core-ns per byte", 1e9),
+        _one_term("segments", small, large, lambda p: p["segs"], "core-us per segment",
+                  1e6)) if f is not None]
     g = packetwork.fit_with_waits([(p["bps"], p["waits"], p["s"]) for p in small])
     if g is not None:
         out.append(("bytes + waits", f"s0 {g.s0 * 1e3:.1f} milli-cores, {g.sigma * 1e9:.3f} "
                                      f"core-ns per byte, {g.tau * 1e6:.2f} core-us per wait",
                     [(g.s0 + g.sigma * p["bps"] + g.tau * p["waits"]) / p["s"] - 1
+                     for p in large]))
+    return out
+
+
+def net_softirqs(p: dict) -> float:
+    """The network's softirqs raised per second (NET_RX and NET_TX) of point `p`."""
+    return sum(p["kinds"].get(k, 0.0) for k in packetwork.NET_KINDS)
+
+
+def other_softirqs(p: dict) -> float:
+    """Every other kind's per second (timers, scheduler, RCU, ...: they grow with the
+    busy cores and the wake-ups, not with the bytes)."""
+    return sum(v for k, v in p["kinds"].items() if k not in packetwork.NET_KINDS)
+
+
+def kind_errors(pts: list[dict]) -> list[tuple[str, str, list[float]]]:
+    """As `errors`, on the runs of `pts` that stored the softirqs raised by kind: the
+    bytes alone (the same runs, to compare), the network's softirqs alone, and the
+    network's with every other kind's as a second term."""
+    small, large = _split([p for p in pts if p.get("kinds")])
+    if not large:
+        return []
+    out = [f for f in (
+        _one_term("bytes", small, large, lambda p: p["bps"], "core-ns per byte", 1e9),
+        _one_term("net softirqs", small, large, net_softirqs, "core-us per softirq",
+                  1e6)) if f is not None]
+    c = least_squares([[1.0, net_softirqs(p), other_softirqs(p)] for p in small],
+                      [p["s"] for p in small])
+    if c is not None:
+        out.append(("net + others", f"s0 {c[0] * 1e3:.1f} milli-cores, {c[1] * 1e6:.3f} "
+                                    f"core-us per net softirq, {c[2] * 1e6:.3f} per other",
+                    [(c[0] + c[1] * net_softirqs(p) + c[2] * other_softirqs(p)) / p["s"] - 1
                      for p in large]))
     return out
 
@@ -145,7 +190,47 @@ def main(argv: list[str] | None = None) -> int:
           "together:")
     for f, (err, bias, n) in together.items():
         print(f"    {f:<14} median |error| {err:.1%} (bias {bias:+.1%}) over {n} runs")
+    print()
+    print_kinds([p for p in pts if p.get("kinds")])
     return 0
+
+
+#: the kinds printed by worker count (the rest are rare here: HI, BLOCK, TASKLET, ...)
+SHOWN_KINDS = ("NET_RX", "NET_TX", "TIMER", "HRTIMER", "SCHED", "RCU")
+
+
+def print_kinds(pts: list[dict]) -> None:
+    """Which softirqs grow with the workers, medians by worker count of the runs that
+    stored them, then `kind_errors` on those runs."""
+    if not pts:
+        print("softirqs by kind: no run stored them (machine_softirqs_json, runs from "
+              "2026-12-06 on)")
+        return
+    print(f"softirqs raised per second by kind, {len(pts)} runs that stored them "
+          f"({', '.join(sorted({p['set'] for p in pts}))}):")
+    cols = {"softirq cores": lambda p: p["s"], "MB/s across": lambda p: p["bps"] / 1e6,
+            "waits/s": lambda p: p["waits"],
+            **{k: (lambda p, k=k: p["kinds"].get(k, 0.0)) for k in SHOWN_KINDS}}
+    print(f"{'workers':>7} {'runs':>5} " + " ".join(f"{c:>{max(len(c), 8)}}" for c in cols)
+          + f" {'core-us per net':>16}")
+    med: dict[int, dict[str, float]] = {}
+    for n in sorted({p["workers"] for p in pts}):
+        mine = [p for p in pts if p["workers"] == n]
+        med[n] = {c: statistics.median(map(f, mine)) for c, f in cols.items()}
+        net = statistics.median(net_softirqs(p) for p in mine)
+        print(f"{n:>7} {len(mine):>5} " + " ".join(
+            f"{v:>{max(len(c), 8)}.{4 if c == 'softirq cores' else 0}f}"
+            for c, v in med[n].items())
+            + f" {med[n]['softirq cores'] / net * 1e6 if net else float('nan'):>16.2f}")
+    top = max(med)
+    if 2 in med and top > 2:
+        print(f"{f'x{top}/x2':>13} " + " ".join(
+            f"{med[top][c] / med[2][c] if med[2][c] else float('nan'):>{max(len(c), 8)}.2f}"
+            for c in cols))
+    print("  fitted on those runs with <= 2 workers, their larger runs' softirq cores:")
+    for name, terms, errs in kind_errors(pts):
+        err, bias = error_medians(errs)
+        print(f"    {name:<14} median |error| {err:.1%} (bias {bias:+.1%}): {terms}")
 
 
 if __name__ == "__main__":

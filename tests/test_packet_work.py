@@ -160,6 +160,38 @@ def test_the_packet_work_neither_bytes_nor_waits_per_set(capsys):
     assert "bytes + waits  median |error| 31.5% (bias +18.6%) over 132 runs" in out
 
 
+def test_the_softirqs_by_kind_fits(capsys):
+    """bench.packet_work's last part, on points made to follow the network's softirqs
+    (NET_RX + NET_TX) and not the bytes: the fit on those counts carries the larger runs
+    exactly, the bytes' does not, the other kinds (timers, scheduler) are the second term
+    and never the first; runs that stored no kinds are left out, and with none it says
+    which column it needs."""
+    from bench import packet_work
+
+    def pt(workers: int, bps: float, rx: float, tx: float, timer: float) -> dict:
+        return {"workers": workers, "bps": bps, "s": 0.01 + 2e-6 * (rx + tx),
+                "waits": tx / 2, "set": "x", "kinds": {"NET_RX": rx, "NET_TX": tx, "TIMER": timer}}
+
+    pts = [pt(1, 0.0, 500, 100, 900), pt(2, 50e6, 3000, 600, 950),
+           pt(2, 60e6, 3400, 800, 940), pt(4, 100e6, 9000, 3000, 990),
+           pt(8, 150e6, 15000, 6000, 1000), {**pt(8, 1.0, 0, 0, 0), "kinds": None}]
+    assert packet_work.net_softirqs(pts[1]) == 3600
+    assert packet_work.other_softirqs(pts[1]) == 950
+    got = {name: errs for name, _, errs in packet_work.kind_errors(pts)}
+    assert set(got) == {"bytes", "net softirqs", "net + others"}
+    assert len(got["net softirqs"]) == 2  # the two larger runs that stored kinds
+    assert max(map(abs, got["net softirqs"])) < 1e-9
+    assert max(map(abs, got["net + others"])) < 1e-6
+    assert min(got["bytes"]) < -0.2  # the bytes grow slower than the counts here
+    packet_work.print_kinds([p for p in pts if p["kinds"]])
+    out = capsys.readouterr().out
+    assert "5 runs that stored them (x)" in out and "2.000 core-us per softirq" in out
+    growth = next(ln for ln in out.splitlines() if ln.strip().startswith("x8/x2")).split()
+    assert growth[1:4] == ["2.92", "2.73", "8.57"]  # softirq cores, MB/s, waits/s
+    packet_work.print_kinds([])
+    assert "machine_softirqs_json" in capsys.readouterr().out
+
+
 def test_bench_packet_work_names_what_it_needs(tmp_path):
     """A database with no runs at both scales (here one 1-worker run's, the neighbour
     bench's): the option, the value and what it needs."""

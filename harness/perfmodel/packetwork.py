@@ -42,6 +42,17 @@ def softirq_cores(r: dict) -> float | None:
     return m.get("softirq")
 
 
+#: the softirq kinds a packet raises (/proc/softirqs): its transmit and its receive
+NET_KINDS = ("NET_RX", "NET_TX")
+
+
+def softirqs_per_s(r: dict) -> dict[str, float] | None:
+    """The machine's softirqs raised per second by kind while stored run `r` measured
+    (telemetry's `machine_softirqs_json`: counts, not time); None where the run did not
+    store them (every run before 2026-12-06)."""
+    return json.loads(r.get("machine_softirqs_json") or "{}") or None
+
+
 def busy_cores(r: dict) -> float | None:
     """The run's own processes' mean cores (workers, servers, scheduler) while measuring;
     None without per-process telemetry."""
