@@ -47,6 +47,41 @@ class MedianSweep:
     t_iter: dict[tuple[str, str], list[float | None]] = field(default_factory=dict)
     #: (experiment, config_hash) -> index of the repeat the median sweep took it from
     chosen: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: repeats whose machine's probes read unlike the others' (`other_machines`)
+    notes: list[str] = field(default_factory=list)
+
+
+#: a repeat whose probes' median GEMM rate is further than this from the repeats' median
+#: ran on another machine (on one VM the sweeps' medians agree within 3%, 202-207 GFLOPS
+#: over five AMD sweeps; a fresh VM of the same kind read 183, 2026-12-06, and the Intel
+#: VMs 275-294). The copy bandwidth is not used: one Intel VM's sweeps read 13.8-26.8 GB/s
+MACHINE_TOLERANCE = 0.10
+
+
+def other_machines(paths: list[Path], per_repeat: list[list[dict]]) -> list[str]:
+    """A note for each repeat whose runs' probes read a median GEMM rate (machine_gflops)
+    more than MACHINE_TOLERANCE from the repeats' median: repeats are the same
+    sweep on the same machine, and a median sweep over another machine's repeat mixes
+    the machines silently (replicated repeat 6, on a slower VM: every one of its runs was
+    slower than the other five sweeps' median, so the median sweep took none of them)."""
+    def med(xs: list[float]) -> float | None:
+        xs = sorted(xs)
+        return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2 if xs else None
+
+    probes = [{k: med([r[k] for r in rows if r["status"] == "ok" and r.get(k)])
+               for k in ("machine_gflops", "machine_copy_gbs")} for rows in per_repeat]
+    common = {k: med([p[k] for p in probes if p[k]]) for k in probes[0]} if probes else {}
+    notes = []
+    for i, (path, p) in enumerate(zip(paths, probes)):
+        v, c = p["machine_gflops"], common.get("machine_gflops")
+        if v and c and abs(v / c - 1) > MACHINE_TOLERANCE:
+            notes.append(
+                f"r{i + 1} ({path}) ran on another machine: its probes read a median "
+                f"{p['machine_gflops'] or 0:.0f} GFLOPS and {p['machine_copy_gbs'] or 0:.1f}"
+                f" GB/s copy against the repeats' {common['machine_gflops'] or 0:.0f} and "
+                f"{common['machine_copy_gbs'] or 0:.1f}; repeats are one machine's, so "
+                f"judge it alone (--db {path} by itself)")
+    return notes
 
 
 def _columns(conn: sqlite3.Connection, schema: str, table: str) -> list[str]:
@@ -107,7 +142,7 @@ def build(repeats: list[str | Path], out: str | Path, keep_from: int | None = No
                                  "they are one sweep, not two repeats; give each --db a "
                                  "separate sweep's database")
     _same_experiments(paths, per_repeat)
-    result = MedianSweep(Path(out), paths)
+    result = MedianSweep(Path(out), paths, notes=other_machines(paths, per_repeat))
     configs: dict[tuple[str, str], list[dict | None]] = {}
     for i, rows in enumerate(per_repeat):
         for r in rows:

@@ -664,6 +664,23 @@ def test_median_sweep_copies_each_configuration_from_its_median_repeat(tmp_path)
         median_sweep.build([dbs[0], changed], tmp_path / "m4.db")
 
 
+def test_a_median_sweep_names_a_repeat_from_another_machine(tmp_path):
+    """Repeats are one machine's: replicated repeat 6 ran on a fresh VM 1.65x slower at the
+    workload (its probes 183 GFLOPS against 202-207), and given with repeats 1-5 the
+    median sweep took none of its runs. The median sweep says so, naming the repeat and
+    how to judge it; the five sweeps of one machine raise nothing."""
+    from harness import median_sweep
+
+    five = shipped_copies(tmp_path, "scaling-emulated-ps-replicated-repeats")
+    (six,) = shipped_copies(tmp_path, "scaling-emulated-ps-replicated-slow-vm", ("r6.db",))
+    assert median_sweep.build(five, tmp_path / "five.db").notes == []
+    med = median_sweep.build([*five, six], tmp_path / "six.db")
+    assert len(med.notes) == 1 and med.notes[0].startswith(f"r6 ({six}) ran on another "
+                                                            "machine"), med.notes
+    assert "183 GFLOPS" in med.notes[0] and f"--db {six} by itself" in med.notes[0]
+    assert 5 not in med.chosen.values()  # none of its runs, every one slower
+
+
 def test_traffic_check_allows_start_up_and_nothing_else():
     """The counters over a run's steps may exceed the model's bytes per step by start-up's
     one step at most (plus 2%), and may not fall short of them (less 2%)."""

@@ -133,6 +133,7 @@ def table(rep: Repeats) -> str:
     lines = [f"{n} repeats of the sweep; the median sweep takes each configuration from "
              "the repeat with its median t_iter (the lower median for an even count):"]
     lines += [f"  {name} = {p}" for name, p in zip(names, rep.sweep.repeats)]
+    lines += [f"  warning: {note}" for note in rep.sweep.notes]
     lines.append("")
     errors: dict[tuple[str, str], list[tuple[float, bool] | None]] = {}
     for i, res in enumerate(rep.each):
