@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.stats import median
 from harness.store import Store, StoreError
 
 #: Tables of per-run raw samples, copied with their run.
@@ -65,8 +66,7 @@ def other_machines(paths: list[Path], per_repeat: list[list[dict]]) -> list[str]
     the machines silently (replicated repeat 6, on a slower VM: every one of its runs was
     slower than the other five sweeps' median, so the median sweep took none of them)."""
     def med(xs: list[float]) -> float | None:
-        xs = sorted(xs)
-        return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2 if xs else None
+        return median(xs) if xs else None
 
     probes = [{k: med([r[k] for r in rows if r["status"] == "ok" and r.get(k)])
                for k in ("machine_gflops", "machine_copy_gbs")} for rows in per_repeat]
