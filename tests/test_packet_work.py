@@ -14,7 +14,7 @@ import pytest
 
 from harness.perfmodel import network, packetwork
 from harness.perfmodel.predict import Compute, Scenario, ServerCost, predict, simulated
-from tests.conftest import run_cli
+from tests.conftest import cli_here, run_cli
 
 MEASURED = Path(__file__).resolve().parent.parent / "experiments" / "measured"
 
@@ -107,7 +107,7 @@ def test_holdout_fits_the_packet_work_on_request(tmp_path):
     runs; the verdicts it gives (it moves them little: README); refused without
     --holdout."""
     db = Path(shutil.copy(MEASURED / "ps-pieces-emulated-repeats" / "r1.db", tmp_path / "r1.db"))
-    got = run_cli("predict", "--validate", "--holdout", "--packet-work", "--db", str(db))
+    got = cli_here("predict", "--validate", "--holdout", "--packet-work", "--db", str(db))
     assert got.returncode == 1, got.stdout[-2000:] + got.stderr
     assert ("mxnet @ 1gbit, packet work: 0.134 softirq core-ns per byte across the link, "
             "charged to whichever process runs") in got.stdout
@@ -215,7 +215,7 @@ def test_bench_packet_work_names_what_it_needs(tmp_path):
 
 
 def _async_verdict(dbs: list[str], *opts: str) -> str:
-    out = run_cli("predict", "--validate", "--holdout", *opts,
+    out = cli_here("predict", "--validate", "--holdout", *opts,
                   *[a for db in dbs for a in ("--db", db)]).stdout
     return [ln.split(" over ")[0].replace(" (target <= 10%)", "").replace(
         " (target <= 25%)", "") for ln in out.splitlines()

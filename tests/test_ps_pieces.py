@@ -12,7 +12,7 @@ from frameworks.contract import RunSpec, SpecError, UnsupportedError, validate
 from frameworks.plan import PlanContext, plan
 from harness.perfmodel import placement
 from models.cost import cost
-from tests.conftest import run_cli
+from tests.conftest import cli_here, run_cli
 
 
 def _spec(**kw) -> RunSpec:
@@ -146,7 +146,7 @@ def test_the_shipped_sweeps_held_out_each_way(tmp_path, sweeps, flags, verdicts)
     from bench import server_pieces
 
     dbs = [shutil.copy(server_pieces.MEASURED / n, tmp_path / n) for n in sweeps]
-    r = run_cli("predict", "--validate", "--holdout", *flags,
+    r = cli_here("predict", "--validate", "--holdout", *flags,
                 *[a for db in dbs for a in ("--db", str(db))])
     assert r.returncode == (1 if any(v.endswith("FAIL") for v in verdicts) else 0), r.stderr
     for v in verdicts:

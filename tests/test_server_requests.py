@@ -10,7 +10,7 @@ import pytest
 
 from harness.perfmodel import servercost
 from harness.store import Store
-from tests.conftest import run_cli
+from tests.conftest import cli_here, run_cli
 
 MEASURED = Path(__file__).resolve().parent.parent / "experiments" / "measured"
 REPLICATED = MEASURED / "scaling-emulated-ps-replicated-repeats"
@@ -75,8 +75,8 @@ def test_holdout_with_server_requests_fits_the_term_and_judges_the_sweep(tmp_pat
     byte, 10.1 / 20.1% with requests; both FAIL), and the flag is refused without
     --holdout."""
     db = _copy(tmp_path, REPLICATED / "r1.db")
-    plain = run_cli("predict", "--validate", "--holdout", "--db", str(db))
-    req = run_cli("predict", "--validate", "--holdout", "--server-requests", "--db", str(db))
+    plain = cli_here("predict", "--validate", "--holdout", "--db", str(db))
+    req = cli_here("predict", "--validate", "--holdout", "--server-requests", "--db", str(db))
     assert plain.returncode == req.returncode == 1, req.stdout + req.stderr
     assert "per request" not in plain.stdout
     assert "core-us per request (a piece's push and pull) per client" in req.stdout

@@ -17,7 +17,7 @@ import pytest
 from harness.perfmodel import placement, psstep, workercost
 from harness.store import Store
 from models.cost import cost
-from tests.conftest import run_cli
+from tests.conftest import cli_here, run_cli
 
 MEASURED = Path(__file__).resolve().parent.parent / "experiments" / "measured"
 PIECES = MEASURED / "ps-pieces-emulated-repeats"
@@ -123,8 +123,8 @@ def test_holdout_splits_rank_0s_host_and_fits_the_wire_on_request(tmp_path):
     core-ns per byte synchronous, 0.273 asynchronous) and moves the step little; the flag
     is refused without --holdout."""
     db = _copy(tmp_path, PIECES / "r1.db")
-    plain = run_cli("predict", "--validate", "--holdout", "--db", str(db))
-    wired = run_cli("predict", "--validate", "--holdout", "--worker-wire", "--db", str(db))
+    plain = cli_here("predict", "--validate", "--holdout", "--db", str(db))
+    wired = cli_here("predict", "--validate", "--holdout", "--worker-wire", "--db", str(db))
     assert plain.returncode == wired.returncode == 1, wired.stdout[-2000:] + wired.stderr
     assert "rank 0's host's CPU per step, core-ms measured / modelled" in plain.stdout
     row = next(ln for ln in plain.stdout.splitlines()

@@ -259,14 +259,23 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
     # worker 0's beginnings: (when, each host's CPU and wire busy time until then)
     marks: list[tuple[float, list[float], list[float]]] = []
 
+    # whether the connections on the wire changed since their rates were found (one
+    # opened or emptied): most events change only the CPU, or which transfer a
+    # connection moves
+    rerate = True
+
     def send(sender: int, receiver: int, nbytes: float, done: Callable[[], None]) -> None:
-        nonlocal sent
+        nonlocal sent, rerate
         src, dst = host_of[sender], host_of[receiver]
         if src == dst or math.isinf(bytes_per_s):
             done()
         else:
             conn = (sender, receiver) if queued else (-1, sent)
-            wire[(src, dst)].setdefault(conn, deque()).append((sent, _Task(float(nbytes), done)))
+            conns = wire[(src, dst)]
+            if conn not in conns:
+                conns[conn] = deque()
+                rerate = True
+            conns[conn].append((sent, _Task(float(nbytes), done)))
             sent += 1
 
     def begin(w: int) -> None:
@@ -317,6 +326,7 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
     # ends with each host's CPU and wire busy time until then
     ends: list[list[float]] = [[] for _ in range(workers)]
     ends0: list[tuple[float, list[float], list[float]]] = []
+    over: list[int] = []  # with `trial`: the workers whose trial is over
 
     def pulled_one(w: int) -> None:
         pulled[w] += 1
@@ -326,6 +336,7 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
                 if w == 0:
                     ends0.append((now, busy_cpu[:], busy_wire[:]))
                 if len(ends[w]) == 1 + trial:
+                    over.append(w)
                     return  # its trial is over: it waits for the harness's next grant
             waiting.append(w)
             release()
@@ -358,62 +369,82 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
             abs((t[n] - t[n - half]) - (t[n - half] - t[n - 2 * half]))
             <= SETTLED * (t[n] - t[n - half]) for t in series)
 
+    done_at = _EPS * max(1.0, forward_cs)  # a CPU task's work left that counts as none
+    # with k processes busy on a host: each one's rate, and the cores they use
+    rate_of = [1.0] + [min(1.0, quota / k) for k in range(1, len(host_of) + 1)]
+    used_of = [min(quota, float(k)) for k in range(len(host_of) + 1)]
     played = steps
+    moving: list[tuple[float, dict[tuple[int, int], deque[tuple[int, _Task]]]]] = []
+    senders: set[int] = set()
     while True:
         if trial is not None:
-            if all(len(e) == 1 + trial for e in ends):
+            if len(over) == workers:
                 break
         elif min(map(len, series)) > played:  # every series has begun step `played`
             if played >= MAX_STEPS or settled(played):
                 break
             played *= 2
             continue
-        # rates, constant until the next completion
-        running: dict[int, int] = defaultdict(int)
-        for p, queue in enumerate(cpu):
-            if queue:
-                running[host_of[p]] += 1
-        cpu_rate = {h: min(1.0, quota / k) for h, k in running.items()}
-        # each connection's first transfer: the ones on the wire now
-        heads = {pair: [queue[0][1] for queue in conns.values()] for pair, conns in wire.items()}
-        wire_rate = _pair_rates(frozenset((pair, len(h)) for pair, h in heads.items()),
-                                bytes_per_s, ingress)
+        # rates, constant until the next completion: each host's quota shared by its
+        # processes with work, and (found again only when the transfers on the wire
+        # changed) each host pair's share of the ports, its connections' first transfers
+        # moving
+        busy = [p for p, queue in enumerate(cpu) if queue]
+        running: dict[int, int] = {}
+        for p in busy:
+            h = host_of[p]
+            running[h] = running.get(h, 0) + 1
+        cpu_rate = {h: rate_of[k] for h, k in running.items()}
+        if rerate:
+            wire_rate = _pair_rates(frozenset((pair, len(conns)) for pair, conns in wire.items()),
+                                    bytes_per_s, ingress)
+            moving = [(wire_rate[pair], conns) for pair, conns in wire.items()]
+            senders = {a for a, _ in wire}
+            rerate = False
         dt = math.inf
-        for p, queue in enumerate(cpu):
-            if queue:
-                dt = min(dt, queue[0].work / cpu_rate[host_of[p]])
-        for pair, moved in heads.items():  # min(work) / r is min(work / r): r > 0
-            dt = min(dt, min([t.work for t in moved]) / wire_rate[pair])
+        for p in busy:
+            left = cpu[p][0].work / cpu_rate[host_of[p]]
+            if left < dt:
+                dt = left
+        for r, conns in moving:  # min(work) / r is min(work / r): r > 0
+            left = min([queue[0][1].work for queue in conns.values()]) / r
+            if left < dt:
+                dt = left
         if math.isinf(dt):
             raise RuntimeError("parameter-server step deadlocked (no task can run)")
         now += dt
         for h, k in running.items():
-            busy_cpu[h] += dt * min(quota, float(k)) / quota
-        for h in {a for a, _ in wire}:
+            busy_cpu[h] += dt * used_of[k] / quota
+        for h in senders:
             busy_wire[h] += dt
         finished: list[Callable[[], None]] = []
-        for p, queue in enumerate(cpu):
-            if queue:
-                head = queue[0]
-                head.work -= dt * cpu_rate[host_of[p]]
-                if head.work <= _EPS * max(1.0, forward_cs):
-                    queue.popleft()
-                    finished.append(head.done)
+        for p in busy:
+            queue = cpu[p]
+            head = queue[0]
+            head.work -= dt * cpu_rate[host_of[p]]
+            if head.work <= done_at:
+                queue.popleft()
+                finished.append(head.done)
         landed: list[tuple[int, Callable[[], None]]] = []
-        for pair in list(wire):
-            r, conns = wire_rate[pair], wire[pair]
-            for conn in list(conns):
-                queue = conns[conn]
-                seq, t = queue[0]
-                t.work -= dt * r
-                if t.work <= 1e-6:
+        for r, conns in moving:
+            emptied = []
+            for conn, queue in conns.items():
+                seq, task = queue[0]
+                task.work -= dt * r
+                if task.work <= 1e-6:
                     queue.popleft()
-                    landed.append((seq, t.done))
+                    landed.append((seq, task.done))
                     if not queue:
-                        del conns[conn]
-            if not conns:
+                        emptied.append(conn)
+            for conn in emptied:  # a connection fewer: the pair's share changes
+                del conns[conn]
+                rerate = True
+        if rerate:
+            for pair in [pair for pair, conns in wire.items() if not conns]:
                 del wire[pair]
-        finished.extend(done for _, done in sorted(landed, key=lambda x: x[0]))
+        if landed:
+            landed.sort(key=lambda x: x[0])
+            finished.extend(done for _, done in landed)
         for done in finished:
             done()
     if trial is not None:
