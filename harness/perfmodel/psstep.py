@@ -278,6 +278,16 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
             conns[conn].append((sent, _Task(float(nbytes), done)))
             sent += 1
 
+    # whether a process's queue emptied or got work since the CPU shares were found
+    reshare = True
+
+    def run(p: int, task: _Task) -> None:
+        nonlocal reshare
+        queue = cpu[p]
+        if not queue:
+            reshare = True
+        queue.append(task)
+
     def begin(w: int) -> None:
         starts[w].append(now)
         pulled[w] = 0
@@ -285,34 +295,34 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
             marks.append((now, busy_cpu[:], busy_wire[:]))
         # no early stop: a worker that begins its next step computes it, as a real one
         # does, taking CPU from the server beside it while the others finish theirs
-        cpu[w].append(_Task(forward_cs, lambda: None))
+        run(w, _Task(forward_cs, lambda: None))
         for cs, ready in slices:
-            cpu[w].append(_Task(cs, lambda w=w, ready=ready: [push(w, p) for p in ready]))
+            run(w, _Task(cs, lambda w=w, ready=ready: [push(w, p) for p in ready]))
 
     def wired(w: int, peer: int, nbytes: float, then: Callable[[], None]) -> None:
         # worker w's network thread's work on a transfer to or from another host, then
         # `then`; nothing where the peer is beside it (loopback) or with no such cost
         if per_wire_byte > 0 and host_of[peer] != host_of[w]:
-            cpu[nio + w].append(_Task(per_wire_byte * nbytes, then))
+            run(nio + w, _Task(per_wire_byte * nbytes, then))
         else:
             then()
 
     def push(w: int, piece: tuple[int, int, int]) -> None:
         i, nbytes, s = piece
         wired(w, workers + s, nbytes, lambda: send(
-            w, workers + s, nbytes, lambda: cpu[workers + s].append(
+            w, workers + s, nbytes, lambda: run(workers + s,
                 _Task(per_client_byte * nbytes + per_client_piece,
                       lambda: summed(piece, w)))))
 
     def summed(piece: tuple[int, int, int], w: int) -> None:
         i, nbytes, s = piece
         if not sync:  # an update of its own for this push, replied to its worker alone
-            cpu[workers + s].append(_Task(per_byte * nbytes, lambda: reply(piece, (w,))))
+            run(workers + s, _Task(per_byte * nbytes, lambda: reply(piece, (w,))))
             return
         arrived[i] += 1
         if arrived[i] == workers:
             arrived[i] = 0
-            cpu[workers + s].append(_Task(per_byte * nbytes, lambda: reply(piece)))
+            run(workers + s, _Task(per_byte * nbytes, lambda: reply(piece)))
 
     def reply(piece: tuple[int, int, int], to: tuple[int, ...] = ()) -> None:
         _, nbytes, s = piece
@@ -376,6 +386,8 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
     played = steps
     moving: list[tuple[float, dict[tuple[int, int], deque[tuple[int, _Task]]]]] = []
     senders: set[int] = set()
+    shares: list[tuple[int, float]] = []
+    running: dict[int, int] = {}
     while True:
         if trial is not None:
             if len(over) == workers:
@@ -389,12 +401,15 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
         # processes with work, and (found again only when the transfers on the wire
         # changed) each host pair's share of the ports, its connections' first transfers
         # moving
-        busy = [p for p, queue in enumerate(cpu) if queue]
-        running: dict[int, int] = {}
-        for p in busy:
-            h = host_of[p]
-            running[h] = running.get(h, 0) + 1
-        cpu_rate = {h: rate_of[k] for h, k in running.items()}
+        if reshare:
+            busy = [p for p, queue in enumerate(cpu) if queue]
+            running = {}
+            for p in busy:
+                h = host_of[p]
+                running[h] = running.get(h, 0) + 1
+            # each busy process's rate: its host's quota over the host's busy processes
+            shares = [(p, rate_of[running[host_of[p]]]) for p in busy]
+            reshare = False
         if rerate:
             wire_rate = _pair_rates(frozenset((pair, len(conns)) for pair, conns in wire.items()),
                                     bytes_per_s, ingress)
@@ -402,8 +417,8 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
             senders = {a for a, _ in wire}
             rerate = False
         dt = math.inf
-        for p in busy:
-            left = cpu[p][0].work / cpu_rate[host_of[p]]
+        for p, r in shares:
+            left = cpu[p][0].work / r
             if left < dt:
                 dt = left
         for r, conns in moving:  # min(work) / r is min(work / r): r > 0
@@ -418,16 +433,18 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
         for h in senders:
             busy_wire[h] += dt
         finished: list[Callable[[], None]] = []
-        for p in busy:
+        for p, r in shares:
             queue = cpu[p]
             head = queue[0]
-            head.work -= dt * cpu_rate[host_of[p]]
+            head.work -= dt * r
             if head.work <= done_at:
                 queue.popleft()
                 finished.append(head.done)
+                if not queue:
+                    reshare = True
         landed: list[tuple[int, Callable[[], None]]] = []
         for r, conns in moving:
-            emptied = []
+            emptied: list[tuple[int, int]] = []
             for conn, queue in conns.items():
                 seq, task = queue[0]
                 task.work -= dt * r
