@@ -398,9 +398,9 @@ def simulate(net: NetworkCost, assignment: tuple[tuple[str, int, int], ...], nod
             played *= 2
             continue
         # rates, constant until the next completion: each host's quota shared by its
-        # processes with work, and (found again only when the transfers on the wire
-        # changed) each host pair's share of the ports, its connections' first transfers
-        # moving
+        # processes with work (found again only when one's queue emptied or got work), and
+        # each host pair's share of the ports, its connections' first transfers moving
+        # (found again only when a connection opened or emptied)
         if reshare:
             busy = [p for p, queue in enumerate(cpu) if queue]
             running = {}
