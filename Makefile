@@ -14,7 +14,7 @@ help:
 	@echo "make demo       set up, run the default benchmark, write $(RESULTS)/report.html"
 	@echo "make test       set up and run the test suite (what CI runs)"
 	@echo "make test-all   the same and the extended tier (more frameworks per path)"
-	@echo "make test-fast  tests that need no framework env, root or daemon (~2 min)"
+	@echo "make test-fast  tests that need no framework env, root or daemon (~5 min)"
 	@echo "make bench      benchmarks of the harness itself (bench/, ~50 min)"
 	@echo "make bench-scaling  emulated scaling sweeps to 8 hosts + held-out model check (root, ~80 min)"
 
@@ -34,6 +34,13 @@ demo:
 # after another, by the tests' fixtures); without root, podman or debootstrap those tests
 # skip, and no image is made.
 TEST_IMAGES ?= torch,tensorflow,mxnet
+# Two runs of pytest, both always run: first the tests marked `parallel` (stored data, plans
+# and refusals: nothing they time, no load they read; tests/conftest.py PARALLEL_MODULES),
+# one process per core, a test file to a process (so it keeps the steps its tests simulate:
+# harness/perfmodel/predict.py `_played`); then every other test, one at a time, as a
+# measurement needs the machine to itself.
+PYTEST_PARALLEL = $$venv/bin/python -m pytest -q -rs -n auto --dist loadfile --durations=10
+ALONE = not parallel and not extended
 test:
 	@harness/system-deps.sh; \
 	venv=$$(harness/bootstrap.sh); \
@@ -41,7 +48,9 @@ test:
 	    && command -v debootstrap >/dev/null; then images="--images $(TEST_IMAGES)"; fi; \
 	$$venv/bin/dnnbench env setup --horovod-for torch $$images --jobs 2 $(FRAMEWORKS); \
 	$$venv/bin/ruff check .; \
-	$$venv/bin/python -m pytest -q -rs --durations=25 -m "not extended"
+	rc=0; $(PYTEST_PARALLEL) -m "parallel and not extended" || rc=$$?; \
+	$$venv/bin/python -m pytest -q -rs --durations=25 -m "$(ALONE)" || rc=$$?; \
+	exit $$rc
 
 # everything, the `extended` tier included (another framework's or network's run of paths
 # `make test` covers; about 12 minutes more, a fifth image build among them)
@@ -50,12 +59,16 @@ test-all:
 	venv=$$(harness/bootstrap.sh); \
 	$$venv/bin/dnnbench env setup --jobs 2 $(FRAMEWORKS); \
 	$$venv/bin/ruff check .; \
-	$$venv/bin/python -m pytest -q -rs --durations=25
+	rc=0; $(PYTEST_PARALLEL) -m parallel || rc=$$?; \
+	$$venv/bin/python -m pytest -q -rs --durations=25 -m "not parallel" || rc=$$?; \
+	exit $$rc
 
 # no framework environment, no root, no daemon: the harness's own venv only (~2 min)
 test-fast:
 	@venv=$$(harness/bootstrap.sh); $$venv/bin/ruff check .; \
-	$$venv/bin/python -m pytest -q -m "not slow and not heavy"
+	rc=0; $(PYTEST_PARALLEL) -m "parallel and not slow" || rc=$$?; \
+	$$venv/bin/python -m pytest -q -m "not parallel and not slow and not heavy" || rc=$$?; \
+	exit $$rc
 
 lint:
 	@venv=$$(harness/bootstrap.sh); $$venv/bin/ruff check .

@@ -141,21 +141,45 @@ HEAVY_FIXTURES = {"torch_env", "all_envs", "horovod_env", "torch_image", "ps_ima
 HEAVY_MODULES = {"test_emulated"}
 
 
+#: Modules whose tests outside the heavy tier compute from stored data, plans or refusals
+#: alone: none times a process, reads the machine's load or counters, needs root or writes
+#: a shared path (each process has its own history and run log, above). They may run beside
+#: one another, so `make test` runs them first in one process per core (-m parallel,
+#: pytest-xdist), then every other test alone (-m "not parallel"): most of them are the
+#: held-out validations of the shipped databases, single-threaded Python that left the
+#: second core idle. Not here: modules with a test that times or loads the machine
+#: (test_noise, test_interleave, test_data_pipeline, test_process_runner, ...), which a
+#: neighbour would disturb. A test of these modules that needs root is marked heavy.
+#: `make test`'s second run (Makefile ALONE): every test of the default tier not marked
+#: parallel; after it, as after a whole session, the launcher table is printed
+ALONE = "not parallel and not extended"
+PARALLEL_MODULES = {
+    "test_model_validation", "test_packet_work", "test_ps_pieces", "test_server_requests",
+    "test_perfmodel", "test_worker_cost", "test_hardening", "test_contract",
+    "test_experiment", "test_cost_model", "test_stats", "test_findings", "test_scaling",
+    "test_serverload", "test_fuzz_input", "test_cells", "test_replicates", "test_bottleneck"}
+
+
 def pytest_collection_modifyitems(config, items):
     """Tiers: `make test-fast` runs what needs no framework environment, no root and no
     daemon (-m "not slow and not heavy"); `make test` all but the `extended` tier (-m
-    "not extended"); `make test-all` everything."""
+    "not extended"), the `parallel` tests first, beside one another; `make test-all`
+    everything."""
     for item in items:
         if (HEAVY_FIXTURES & set(item.fixturenames) or item.get_closest_marker("slow")
                 or item.module.__name__.rsplit(".", 1)[-1] in HEAVY_MODULES):
             item.add_marker(pytest.mark.heavy)
+        elif (not item.get_closest_marker("heavy")
+              and item.module.__name__.rsplit(".", 1)[-1] in PARALLEL_MODULES):
+            item.add_marker(pytest.mark.parallel)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """After a session that ran heavy tests: which launcher-table cells it ran (tests/cells.py)."""
-    if (config.getoption("markexpr", "") not in ("", "not extended") or config.option.keyword
+    if (config.getoption("markexpr", "") not in ("", "not extended", ALONE, "not parallel")
+            or config.option.keyword
             or config.option.collectonly
-            or any(not a.startswith("-") for a in config.invocation_params.args)):
+            or config.option.file_or_dir):  # (not `-m`'s value, as it read before 2026-12-06)
         return  # a tier or a selection: the table would only list what was left out
     from tests import cells
 

@@ -33,3 +33,19 @@ def test_every_recorded_run_leaves_its_cell_and_only_ok_ones_count(tmp_path, mon
     monkeypatch.delenv(collect.AUDIT_ENV)
     collect.audit(spec, "ok")  # unset: nothing written
     assert len(log.read_text().splitlines()) == 2
+
+
+def test_make_test_runs_the_default_tier_once_and_prints_the_table_after_it():
+    """`make test` runs pytest twice: the `parallel` tests of the default tier beside one
+    another, then the rest alone. The two expressions split the tier (A and not B, not A
+    and not B), and the second is the one after which conftest prints the launcher table
+    (it printed after no `make test` before 2026-12-06: `-m`'s value read as a path)."""
+    import re
+
+    from tests.conftest import ALONE, REPO
+
+    text = (REPO / "Makefile").read_text()
+    assert re.search(r"^ALONE = (.*)$", text, re.M).group(1) == ALONE
+    recipe = text.split("\ntest:\n", 1)[1].split("\n\n", 1)[0]
+    assert '-m "parallel and not extended"' in recipe and '-m "$(ALONE)"' in recipe
+    assert ALONE == "not parallel and not extended"

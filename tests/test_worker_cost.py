@@ -254,6 +254,7 @@ def test_bench_neighbour_cpu_refuses_bad_input(tmp_path):
         assert exc.value.code == 2
 
 
+@pytest.mark.heavy  # root, and a rate it measures: never beside another test
 @pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces and cgroups need root")
 def test_wire_neighbours_move_bytes_at_the_link_rate_and_leave_nothing_behind():
     """bench.neighbour_cpu's `wire` neighbours: a TCP stream between two namespaces of the
