@@ -14,7 +14,7 @@ help:
 	@echo "make demo       set up, run the default benchmark, write $(RESULTS)/report.html"
 	@echo "make test       set up and run the test suite (what CI runs)"
 	@echo "make test-all   the same and the extended tier (more frameworks per path)"
-	@echo "make test-fast  tests that need no framework env, root or daemon (~5 min)"
+	@echo "make test-fast  tests that need no framework env, root or daemon (~4 min)"
 	@echo "make bench      benchmarks of the harness itself (bench/, ~50 min)"
 	@echo "make bench-scaling  emulated scaling sweeps to 8 hosts + held-out model check (root, ~80 min)"
 
