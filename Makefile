@@ -63,7 +63,7 @@ test-all:
 	$$venv/bin/python -m pytest -q -rs --durations=25 -m "not parallel" || rc=$$?; \
 	exit $$rc
 
-# no framework environment, no root, no daemon: the harness's own venv only (~2 min)
+# no framework environment, no root, no daemon: the harness's own venv only (~4 min)
 test-fast:
 	@venv=$$(harness/bootstrap.sh); $$venv/bin/ruff check .; \
 	rc=0; $(PYTEST_PARALLEL) -m "parallel and not slow" || rc=$$?; \

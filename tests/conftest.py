@@ -141,6 +141,10 @@ HEAVY_FIXTURES = {"torch_env", "all_envs", "horovod_env", "torch_image", "ps_ima
 HEAVY_MODULES = {"test_emulated"}
 
 
+#: `make test`'s second run (Makefile ALONE): every test of the default tier not marked
+#: parallel; after it, as after a whole session, the launcher table is printed
+ALONE = "not parallel and not extended"
+
 #: Modules whose tests outside the heavy tier compute from stored data, plans or refusals
 #: alone: none times a process, reads the machine's load or counters, needs root or writes
 #: a shared path (each process has its own history and run log, above). They may run beside
@@ -150,9 +154,6 @@ HEAVY_MODULES = {"test_emulated"}
 #: second core idle. Not here: modules with a test that times or loads the machine
 #: (test_noise, test_interleave, test_data_pipeline, test_process_runner, ...), which a
 #: neighbour would disturb. A test of these modules that needs root is marked heavy.
-#: `make test`'s second run (Makefile ALONE): every test of the default tier not marked
-#: parallel; after it, as after a whole session, the launcher table is printed
-ALONE = "not parallel and not extended"
 PARALLEL_MODULES = {
     "test_model_validation", "test_packet_work", "test_ps_pieces", "test_server_requests",
     "test_perfmodel", "test_worker_cost", "test_hardening", "test_contract",
