@@ -158,7 +158,8 @@ PARALLEL_MODULES = {
     "test_model_validation", "test_packet_work", "test_ps_pieces", "test_server_requests",
     "test_perfmodel", "test_worker_cost", "test_hardening", "test_contract",
     "test_experiment", "test_cost_model", "test_stats", "test_findings", "test_scaling",
-    "test_serverload", "test_fuzz_input", "test_cells", "test_replicates", "test_bottleneck"}
+    "test_serverload", "test_fuzz_input", "test_cells", "test_replicates", "test_bottleneck",
+    "test_scoreboard"}
 
 
 def pytest_collection_modifyitems(config, items):

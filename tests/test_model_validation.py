@@ -738,7 +738,7 @@ def shipped_copies(tmp_path, folder: str, names: tuple[str, ...] | None = None) 
     # as its trials measured it (psstep `trial`) and MXNet's servers on the hosts ps-lite
     # numbers them by (ps_rules.pslite_server_order), since 2026-12-05; the README gives
     # the earlier rules' beside them)
-    # servers sharing the workers' hosts (2026-12-02, Intel VM): the median sweep passes
+    # servers sharing the workers' hosts (2026-12-02, AMD VM): the median sweep passes
     ("cori2017-emulated-repeats", "ps-sync", [False, False, True], 0.0827, 0.1339, True, 12,
      16),
     # servers on hosts of their own (2026-12-03, AMD VM): everything fails, every row high
