@@ -31,6 +31,7 @@ import shutil
 import sqlite3
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,9 +119,11 @@ def judge(folder: Path, group: list[Path], options: dict[str, bool]) -> list[Ver
 
 
 def board(folders: list[Path], options: dict[str, bool],
-          progress=None) -> tuple[list[Verdict], list[str]]:
+          progress: Callable[[str], None] | None = None
+          ) -> tuple[list[Verdict], list[str]]:
     """Every verdict over `folders`' machine groups, and the groups that could not be
-    judged (with why)."""
+    judged (with why); `progress` hears of each group before it is judged (the
+    parameter-server sets take seconds each)."""
     verdicts, skipped = [], []
     for folder in folders:
         for group in machine_groups(repeat_dbs(folder)):
@@ -152,6 +155,7 @@ def summary(verdicts: list[Verdict]) -> list[str]:
 
 
 def text(verdicts: list[Verdict], skipped: list[str]) -> str:
+    """The board for a terminal, with the totals and the groups not judged."""
     w = max([36] + [len(v.folder) for v in verdicts])
     lines = [f"{'set':<{w}} {'repeats':<8} {'machine':<28} {'strategy':<10} {'held out':>8} "
              f"{'alone':>8}  {'median / worst |error|':>22}",
@@ -167,6 +171,7 @@ def text(verdicts: list[Verdict], skipped: list[str]) -> str:
 
 
 def markdown(verdicts: list[Verdict]) -> str:
+    """The board as the README's table (tests/test_scoreboard.py compares the two)."""
     lines = ["| set | repeats | machine | strategy | held out | each alone | median / worst "
              "| verdict |", "|---|---|---|---|---|---|---|---|"]
     lines += [f"| {v.folder} | {v.name} | {v.machine} | {v.strategy} | {v.n} | "
