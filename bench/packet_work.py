@@ -190,8 +190,13 @@ def main(argv: list[str] | None = None) -> int:
           "together:")
     for f, (err, bias, n) in together.items():
         print(f"    {f:<14} median |error| {err:.1%} (bias {bias:+.1%}) over {n} runs")
-    print()
-    print_kinds([p for p in pts if p.get("kinds")])
+    kinds = [p for p in pts if p.get("kinds")]
+    if not kinds:
+        print()
+        print_kinds([])
+    for name in sorted({p["set"] for p in kinds}):  # each set on its own, as judged_by_set
+        print()
+        print_kinds([p for p in kinds if p["set"] == name])
     return 0
 
 
@@ -201,7 +206,9 @@ SHOWN_KINDS = ("NET_RX", "NET_TX", "TIMER", "HRTIMER", "SCHED", "RCU")
 
 def print_kinds(pts: list[dict]) -> None:
     """Which softirqs grow with the workers, medians by worker count of the runs that
-    stored them, then `kind_errors` on those runs."""
+    stored them, then `kind_errors` on those runs. `main` gives it one set at a time: the
+    sets ran on different machines and workloads, so pooled, one set's small runs would
+    speak for another's large ones."""
     if not pts:
         print("softirqs by kind: no run stored them (machine_softirqs_json, runs from "
               "2026-12-06 on)")

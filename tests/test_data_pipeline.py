@@ -539,6 +539,7 @@ def test_machine_softirqs_by_kind_come_from_within_each_turn():
         at(6.0, NET_RX=4000, TIMER=500, HI=0)])  # counted down: dropped
     assert data.machine_softirq_rates() == {"NET_RX": 400.0, "TIMER": 100.0}
     assert Telemetry(machine=[at(1.0, TIMER=1)]).machine_softirq_rates() == {}
+
     def timer_now() -> int:
         with open("/proc/softirqs") as fh:
             row = next(r for r in fh if r.split(":")[0].strip() == "TIMER")
