@@ -2,8 +2,8 @@
 shapers' waits too? (`python -m bench.packet_work`; issue #17).
 
 On the emulated cluster a packet's softirq work is charged to whichever process runs
-(harness/perfmodel/packetwork.py; README, "Neighbours that move bytes"). For every stored
-parameter-server run on quota-limited hosts whose telemetry has the machine's softirq
+(harness/perfmodel/packetwork.py; harness/perfmodel/README.md, "Neighbours that move bytes"). For
+every stored parameter-server run on quota-limited hosts whose telemetry has the machine's softirq
 time, prints the medians by worker count of the softirq cores, the bytes per second
 crossing the link and the shapers' waits per second (tbf overlimits, every host, both
 ways), then three fits on the runs with <= 2 workers, each judged on the larger runs'

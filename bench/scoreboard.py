@@ -1,10 +1,11 @@
 """Where the performance model stands: its held-out verdict on every shipped measured set
 (`python -m bench.scoreboard`; issue #17, item 4).
 
-The README's performance-model section tells how each verdict came about, set by set and
-day by day; this prints them all in one table, recomputed from the databases shipped
-under experiments/measured/ (read from copies), so the answer to "does the model predict
-what it was not fitted to?" is one command, not a reading of the whole section.
+harness/perfmodel/README.md tells how each verdict came about, set by set and day by day;
+this prints them all in one table (the top-level README's "Where the model stands"),
+recomputed from the databases shipped under experiments/measured/ (read from copies), so
+the answer to "does the model predict what it was not fitted to?" is one command, not a
+reading of the whole log.
 
 A set is a folder of repeats (r1.db, r2.db, ... in measurement order). Repeats are judged
 together only when one machine measured them: consecutive repeats whose runs record the

@@ -17,8 +17,8 @@ and scaling-emulated-ps-async (2026-12-02) the busiest host's CPU was 95-99% bus
 its wire carried up to about half the step, and 55-83% once the wire grew past that,
 when the wire itself was 64-77% busy: neither saturated, which neither the additive
 model nor "the longer of the two" reproduced, and the tensor-by-tensor simulation that
-replaced them (perfmodel/psstep.py) predicts within 9% on those runs (README, "What
-bound each step").
+replaced them (perfmodel/psstep.py) predicts within 9% on those runs (harness/perfmodel/README.md,
+"What bound each step").
 """
 
 from __future__ import annotations

@@ -255,20 +255,21 @@ def build_parser() -> argparse.ArgumentParser:
                              "request (each worker's push and pull of each piece a server "
                              "holds, whatever its bytes) beside its cost per byte, fitted "
                              "where the small runs' servers hold different pieces per byte "
-                             "(README, \"What a request costs a server\")")
+                             "(harness/perfmodel/README.md, \"What a request costs a server\")")
     p_pred.add_argument("--worker-wire", action="store_true",
                         help="with --holdout: a parameter-server worker's CPU gets a cost "
                              "per byte it moves to or from another host (its pushes and "
                              "pulls across the link), fitted on the small runs' workers' "
                              "telemetry; without it a worker's CPU per step is its small "
-                             "runs' at every scale (README, \"What a byte on the wire "
-                             "costs a worker\")")
+                             "runs' at every scale (harness/perfmodel/README.md, "
+                             "\"What a byte on the wire costs a worker\")")
     p_pred.add_argument("--packet-work", action="store_true",
                         help="with --holdout: every parameter-server process's CPU grows by "
                              "the share of the busy cores the kernel's packet work takes "
                              "(softirq time, charged to whichever process runs), fitted as "
                              "softirq time per byte across the link on the small runs' "
-                             "machine telemetry (README, \"Neighbours that move bytes\")")
+                             "machine telemetry (harness/perfmodel/README.md, \"Neighbours that "
+                             "move bytes\")")
     p_pred.add_argument("--experiment", help="with --validate: only this experiment's runs")
     p_pred.add_argument("--links", action="store_true", help="list link profiles and exit")
 

@@ -3,9 +3,9 @@ per configuration that the analyses use (its median replicate).
 
 Why this exists: the held-out check of #17 fits the performance model on a sweep's few
 runs at 1 and 2 workers, and one run of 20 seconds is one draw of a minute of a shared
-machine. Fitting on other sweeps' small runs was worse, not better (README, "Whose noise
-fails a repeat": a sweep's small runs share its hour of the machine with its large runs,
-r = 0.61 between their deviations over 22 repeats). Measuring the small configurations
+machine. Fitting on other sweeps' small runs was worse, not better (harness/perfmodel/README.md,
+"Whose noise fails a repeat": a sweep's small runs share its hour of the machine with its large
+runs, r = 0.61 between their deviations over 22 repeats). Measuring the small configurations
 several times *within* the sweep keeps the hour and takes out the minute.
 
 - An experiment asks for it with the `replicate` axis: `replicate = [0, 1, 2]` under

@@ -738,8 +738,8 @@ def shipped_copies(tmp_path, folder: str, names: tuple[str, ...] | None = None) 
     # (numbers with each transfer sharing its sender's egress and its receiver's ingress,
     # psstep since 2026-12-03, transfers queued per connection, each run's step simulated
     # as its trials measured it (psstep `trial`) and MXNet's servers on the hosts ps-lite
-    # numbers them by (ps_rules.pslite_server_order), since 2026-12-05; the README gives
-    # the earlier rules' beside them)
+    # numbers them by (ps_rules.pslite_server_order), since 2026-12-05; harness/perfmodel/README.md
+    # gives the earlier rules' beside them)
     # servers sharing the workers' hosts (2026-12-02, AMD VM): the median sweep passes
     ("cori2017-emulated-repeats", "ps-sync", [False, False, True], 0.0827, 0.1339, True, 12,
      16),
@@ -792,7 +792,7 @@ def shipped_copies(tmp_path, folder: str, names: tuple[str, ...] | None = None) 
 def test_the_readmes_repeated_measurements_recompute(tmp_path_factory, folder, strategy,
                                                      alone_pass, median, worst,
                                                      beats_repeats, held, hosts):
-    """The README's held-out claims over three repeats of cori2017-emulated, of its
+    """harness/perfmodel/README.md's held-out claims over three repeats of cori2017-emulated, of its
     own-hosts layout, of the ps-async experiment and of shi2017-emulated's MXNet runs (at
     its CPU shares and at 0.8x them) and its PyTorch DDP runs, and of TensorFlow's, JAX's
     and PyTorch's allreduce-type strategies with HEP-CNN,
@@ -824,8 +824,8 @@ def test_the_readmes_repeated_measurements_recompute(tmp_path_factory, folder, s
 
 
 def test_the_intel_repeats_fitted_on_their_median_sweep(tmp_path):
-    """The README's "Whose noise fails a repeat": the seven Intel repeats of the ps-async
-    experiment (r4-r10) judged together, each repeat's large runs predicted from its own
+    """harness/perfmodel/README.md, "Whose noise fails a repeat": the seven Intel repeats of the
+    ps-async experiment (r4-r10) judged together, each repeat's large runs predicted from its own
     small runs and from the median sweep's (--median-fit). Repeat 10's dist_sync, failed
     by its own small runs, passes on the median's; repeat 9's does not, and repeats 4 and
     5 fail on the median's where they passed on their own: a sweep's small runs carry its
@@ -849,8 +849,8 @@ def test_the_intel_repeats_fitted_on_their_median_sweep(tmp_path):
 
 
 def test_the_replicated_sweep_judged_on_each_replicate(tmp_path):
-    """The README's "Replicates within one sweep": the four shipped replicated sweeps
-    (their six 1- and 2-worker configurations measured three times, spread through each)
+    """harness/perfmodel/README.md, "Replicates within one sweep": the four shipped replicated
+    sweeps (their six 1- and 2-worker configurations measured three times, spread through each)
     judged on their median replicates and on each replicate alone (`--replicate J`: what
     the sweep would have said had it measured them once). dist_sync passes on the median
     replicates in all four, on single replicates 8 of 12 times; dist_async 2 of 4 and 5
@@ -905,8 +905,8 @@ def test_the_replicated_sweep_judged_on_each_replicate(tmp_path):
 
 
 def test_the_cori_replicated_sweep_judged_on_each_replicate(tmp_path):
-    """The README's "cori2017-emulated, its small runs replicated": one sweep on the AMD VM
-    (30 runs), dist_sync judged on its median replicates and on each replicate alone:
+    """harness/perfmodel/README.md, "cori2017-emulated, its small runs replicated": one sweep on
+    the AMD VM (30 runs), dist_sync judged on its median replicates and on each replicate alone:
     FAIL every way, the median replicates' median |error| (10.6%) the lowest but one and
     below the single replicates' median (12.0%); with the request term it PASSES."""
     from harness.perfmodel import holdout
@@ -1092,8 +1092,8 @@ def test_the_shipped_repeats_are_the_experiments_runs(experiment, flags, folder,
 
 
 def test_the_readmes_tf_jax_rows_recompute(tmp_path):
-    """The README's table of TensorFlow's and JAX's held-out rows (HEP-CNN, three repeats):
-    each row's error per repeat and on the median sweep, and the x8 efficiencies it
+    """harness/perfmodel/README.md's table of TensorFlow's and JAX's held-out rows (HEP-CNN, three
+    repeats): each row's error per repeat and on the median sweep, and the x8 efficiencies it
     quotes (TensorFlow about 15%, JAX about 35% of 8 times the 1-worker throughput)."""
     from harness import scaling
     from harness.perfmodel import holdout_repeats
@@ -1122,8 +1122,8 @@ def test_the_readmes_tf_jax_rows_recompute(tmp_path):
 
 
 def test_the_readmes_tf_cnn_rows_recompute_and_need_the_1_host_runs(tmp_path):
-    """The README's held-out rows of TensorFlow's GoogLeNet and ResNet-50 curves (three
-    repeats, one worker per host): each row's error per repeat and on the median sweep,
+    """harness/perfmodel/README.md's held-out rows of TensorFlow's GoogLeNet and ResNet-50 curves
+    (three repeats, one worker per host): each row's error per repeat and on the median sweep,
     with the cost off the wire taken from the 1-host 2-worker runs; and the column
     without those runs (the whole 2-host excess fitted as wire and grown with the ring's
     bytes): repeat 1 then predicted slow on every row, repeat 2 on three of four, the
@@ -1173,10 +1173,11 @@ def test_the_readmes_tf_cnn_rows_recompute_and_need_the_1_host_runs(tmp_path):
 
 
 def test_the_readmes_hepcnn_side_by_side_table_recomputes(tmp_path):
-    """Every cell of the README's table of HEP-CNN's curves (four frameworks' strategies,
-    Horovod in three of them, on the same hosts and link, three repeats each): the range over the repeats of the
-    1-worker step, the time beyond it at 2 workers, images/s and efficiency at 8 hosts, as
-    the two shipped sets' databases give them (each end within rounding)."""
+    """Every cell of the table of HEP-CNN's curves (harness/perfmodel/README.md, "HEP-CNN's
+    curves, four frameworks": four frameworks' strategies, Horovod in three of them, on the
+    same hosts and link, three repeats each): the range over the repeats of the 1-worker step, the
+    time beyond it at 2 workers, images/s and efficiency at 8 hosts, as the two shipped sets'
+    databases give them (each end within rounding)."""
     from pathlib import Path
 
     from harness import scaling
@@ -1201,7 +1202,7 @@ def test_the_readmes_hepcnn_side_by_side_table_recomputes(tmp_path):
                 c[1].append(1e3 * (two["t_iter_s"] - one["t_iter_s"]))
                 c[2].append(eight["images_per_s"])
                 c[3].append(100 * scaling.efficiency(eight, scaling.baseline(runs, eight)))
-    readme = (root / "README.md").read_text()
+    readme = (root / "harness" / "perfmodel" / "README.md").read_text()
     for name, key in rows.items():
         line = next(ln for ln in readme.splitlines() if ln.startswith(f"| {name} |"))
         ranges = re.findall(r"(\d+)-(\d+)", line)
@@ -1226,8 +1227,8 @@ def test_the_readmes_hepcnn_side_by_side_table_recomputes(tmp_path):
 ])
 def test_the_readmes_shi_tensorflow_sweeps_recompute(tmp_path, index, errors, passed, not_ok,
                                                      reason, twins):
-    """The README's two sweeps of TensorFlow's share of shi2017-emulated, each judged on
-    its own (two VM kinds): the held-out rows and verdict; AlexNet's x8 run, the one not
+    """harness/perfmodel/README.md's two sweeps of TensorFlow's share of shi2017-emulated, each
+    judged on its own (two VM kinds): the held-out rows and verdict; AlexNet's x8 run, the one not
     ok; each 2-host twin's cost beyond compute against its 1-host run's plus the wire's
     time at 1 Gbit/s; the measured claims PASS; every run across hosts carries the
     modelled bytes."""
@@ -1262,8 +1263,8 @@ def test_the_readmes_shi_tensorflow_sweeps_recompute(tmp_path, index, errors, pa
 
 
 def test_the_readmes_shi_ddp_claims_recompute(tmp_path):
-    """The README's verdicts on Shi's measured claims in the three DDP repeats: efficiency
-    falls with workers on every curve of every repeat, and "more gradient bytes per FLOP
+    """harness/perfmodel/README.md's verdicts on Shi's measured claims in the three DDP repeats:
+    efficiency falls with workers on every curve of every repeat, and "more gradient bytes per FLOP
     scale worse" at x8 holds in repeat 1 only within the noise allowance and fails in
     repeats 2 and 3 (ResNet-50 scaled better than GoogLeNet in all three)."""
     from harness.perfmodel import papers

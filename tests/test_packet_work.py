@@ -76,9 +76,9 @@ def test_the_simulated_step_charges_every_process_the_share():
 
 def test_the_shipped_workers_cpu_with_the_packet_work(capsys):
     """bench.worker_wire's packet-work columns over every shipped database whose runs have
-    the machine's softirq time (README, "Neighbours that move bytes"): on the same runs,
-    the wire term alone leaves the workers' CPU at 4 and 8 workers a median 2-5% low; with
-    the measured share of the packet work 0.6% high or 0.1% high; with the softirq time fitted
+    the machine's softirq time (harness/perfmodel/README.md, "Neighbours that move bytes"): on the
+    same runs, the wire term alone leaves the workers' CPU at 4 and 8 workers a median 2-5% low;
+    with the measured share of the packet work 0.6% high or 0.1% high; with the softirq time fitted
     from the bytes per second on the small runs 0.9% high or 2.8% low. The share rises a
     median 4.1 points from the small runs (synchronous), 3.5 (asynchronous)."""
     from bench import worker_wire
@@ -136,8 +136,9 @@ def test_the_packet_work_neither_bytes_nor_waits_per_set(capsys):
     29.5% over the four sets that can fit both), every host's TCP segments do no better
     than the bytes (19.1%), and the bytes alone range from 44% short
     (pieces) to 48% over (cori-replicated, whose small runs cannot fit the waits): the form
-    is not settled (README, "The packet work, held out"). The two sets that stored the
-    softirqs by kind, each on its own, say which grow (README, "Which softirqs grow")."""
+    is not settled (harness/perfmodel/README.md, "The packet work, held out"). The two sets that
+    stored the softirqs by kind, each on its own, say which grow (harness/perfmodel/README.md,
+    "Which softirqs grow")."""
     from bench import packet_work
 
     pts = packet_work.points(sorted(MEASURED.glob("*/*.db")))
@@ -238,8 +239,8 @@ def test_the_servers_requests_and_the_packet_work_together(tmp_path):
     dist_async fails by default (10.7 / 17.7%) and passes with both (5.1 / 7.5%). Chosen
     on the replicated sweeps 1-4 (each option alone fails dist_async there, both pass it 4
     of 4) and tested on repeat 5, measured after (preregistered.md): it passed with both,
-    9.2 / 15.7%, but so did the default, 8.5 / 15.8% (README, "The servers' requests and
-    the packet work together")."""
+    9.2 / 15.7%, but so did the default, 8.5 / 15.8% (harness/perfmodel/README.md, "The servers'
+    requests and the packet work together")."""
     pieces = [str(shutil.copy(MEASURED / "ps-pieces-emulated-repeats" / n, tmp_path / n))
               for n in ("r1.db", "r2.db")]
     assert _async_verdict(pieces) == "ps-async: median |error| 10.7%, worst 17.7%"

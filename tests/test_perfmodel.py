@@ -304,8 +304,8 @@ def _two_server_cores() -> list[tuple[float, float]]:
 
 
 def test_the_servers_cpu_does_not_split_by_their_bytes():
-    """What the servers' cost per byte leaves out (README, "Asynchronous parameter
-    servers, held out"): on every two-server run of the shipped scaling-emulated-ps-async
+    """What the servers' cost per byte leaves out (harness/perfmodel/README.md, "Asynchronous
+    parameter servers, held out"): on every two-server run of the shipped scaling-emulated-ps-async
     repeats (GoogLeNet, MXNet's placement: 16.9 MB in 86 pieces on one server, 5.5 MB in
     87 on the other, 3.05x the bytes), the busier server spent only 1.2-2.0x the other's
     CPU per step, sync and async, at 2, 4 and 8 clients: a cost per request (or CPU spent

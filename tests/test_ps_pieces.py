@@ -1,6 +1,7 @@
 """Pieces at fixed bytes (issue #17, item 3): MXNet's split bound as a run setting
 (`ps_split_bound`), the placement it gives, and what the shipped sweep that moves it
-measured (experiments/ps-pieces-emulated.toml; README, "Pieces at fixed bytes")."""
+measured (experiments/ps-pieces-emulated.toml; harness/perfmodel/README.md, "Pieces at fixed
+bytes")."""
 
 from __future__ import annotations
 
@@ -138,9 +139,9 @@ def test_bench_server_pieces_names_what_it_needs(tmp_path):
       "ps-sync, median sweep: median 8.2%, worst 11.1%: PASS"]),
 ])
 def test_the_shipped_sweeps_held_out_each_way(tmp_path, sweeps, flags, verdicts):
-    """The step held out on the pieces sweeps (README, "Pieces at fixed bytes"): their
-    4-worker runs, each bound a curve of its own, predicted from their <= 2-worker runs;
-    each sweep alone, then the two as a median sweep."""
+    """The step held out on the pieces sweeps (harness/perfmodel/README.md, "Pieces at fixed
+    bytes"): their 4-worker runs, each bound a curve of its own, predicted from their
+    <= 2-worker runs; each sweep alone, then the two as a median sweep."""
     import shutil
 
     from bench import server_pieces

@@ -1,5 +1,5 @@
-"""What a request costs a parameter server (README, "What a request costs a server"):
-recomputed from the databases shipped under experiments/measured/ (copied first)."""
+"""What a request costs a parameter server (harness/perfmodel/README.md, "What a request costs a
+server"): recomputed from the databases shipped under experiments/measured/ (copied first)."""
 
 from __future__ import annotations
 
@@ -89,8 +89,8 @@ def test_holdout_with_server_requests_fits_the_term_and_judges_the_sweep(tmp_pat
 
 
 def test_the_replicated_sweeps_median_with_server_requests(tmp_path):
-    """The README's table: the three replicated sweeps' median sweep, dist_async, FAIL
-    10.0 / 12.0% per byte and PASS 7.7 / 10.7% with the request term; dist_sync PASS both
+    """harness/perfmodel/README.md's table: the three replicated sweeps' median sweep, dist_async,
+    FAIL 10.0 / 12.0% per byte and PASS 7.7 / 10.7% with the request term; dist_sync PASS both
     ways (4.7 / 10.3%, 8.8 / 15.5%). Then repeat 4, measured after the term: alone,
     dist_async PASSES per byte and FAILS with requests; the four as a median sweep,
     dist_async FAILS per byte and PASSES with requests, dist_sync the other way round."""

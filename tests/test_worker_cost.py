@@ -1,8 +1,8 @@
 """A parameter-server worker's own CPU at scale (issue #17): its cost per byte across the
 link (harness/perfmodel/workercost.py, `--worker-wire`), and rank 0's host split into its
 worker's and its servers' CPU, measured against modelled (harness/perfmodel/hostcpu.py;
-README, "Where rank 0's host's CPU goes"). Recomputed from the databases shipped under
-experiments/measured/ (copied first)."""
+harness/perfmodel/README.md, "Where rank 0's host's CPU goes"). Recomputed from the databases
+shipped under experiments/measured/ (copied first)."""
 
 from __future__ import annotations
 
@@ -144,9 +144,9 @@ def test_holdout_splits_rank_0s_host_and_fits_the_wire_on_request(tmp_path):
 
 
 def test_bench_host_cpu_shows_the_terms_that_cancel(capsys):
-    """Why the request term makes the synchronous step worse (README, "Where rank 0's host's
-    CPU goes"), on pieces sweep 1: per byte the servers beside rank 0 are off by a median
-    16.5% either way and its worker 12.9% low, and the step comes out 3.0% off; with the
+    """Why the request term makes the synchronous step worse (harness/perfmodel/README.md, "Where
+    rank 0's host's CPU goes"), on pieces sweep 1: per byte the servers beside rank 0 are off by a
+    median 16.5% either way and its worker 12.9% low, and the step comes out 3.0% off; with the
     term the servers come within 8.0% (low) and the step, its worker still low, 7.4%."""
     from bench import host_cpu
 
@@ -183,8 +183,8 @@ def test_the_split_reads_each_server_by_its_host(tmp_path):
 
 
 def test_the_kept_neighbour_runs_read_back(capsys):
-    """bench.neighbour_cpu --read on the shipped runs (README, "Busy neighbours on a
-    worker's core"): six rounds of one 1-worker run alone and beside spinning and
+    """bench.neighbour_cpu --read on the shipped runs (harness/perfmodel/README.md, "Busy
+    neighbours on a worker's core"): six rounds of one 1-worker run alone and beside spinning and
     streaming neighbours on its core; each run over its own round's run alone."""
     from bench import neighbour_cpu
 
@@ -205,8 +205,8 @@ def test_the_kept_neighbour_runs_read_back(capsys):
 
 def test_the_kept_wire_neighbour_runs_read_back(capsys):
     """bench.neighbour_cpu --read on the runs beside neighbours that only move bytes
-    (README, "Neighbours that move bytes"): the run's worker and server spend about a
-    fifth more CPU per step, and the core's softirq share kept beside each database says
+    (harness/perfmodel/README.md, "Neighbours that move bytes"): the run's worker and server spend
+    about a fifth more CPU per step, and the core's softirq share kept beside each database says
     the bytes were moving."""
     from bench import neighbour_cpu
 
@@ -226,8 +226,8 @@ def test_the_kept_wire_neighbour_runs_read_back(capsys):
 
 
 def test_the_kept_spinwire_runs_read_back():
-    """The fully booked core (README, "Neighbours that move bytes"): beside spinning and
-    wire neighbours together the run's worker pays about a third of what it pays beside
+    """The fully booked core (harness/perfmodel/README.md, "Neighbours that move bytes"): beside
+    spinning and wire neighbours together the run's worker pays about a third of what it pays beside
     the wire neighbours alone, each run over its round's spin run."""
     from statistics import median
 

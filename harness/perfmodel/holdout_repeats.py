@@ -18,8 +18,8 @@ large runs' own left in. Where a repeat fails alone and passes so, what failed i
 few small runs its inputs were fitted on (the parameter servers' CPU per client, for
 instance, is the difference between a 1- and a 2-worker run: README, "Performance
 model"). On the shipped repeat sets fewer verdicts pass so than on each repeat's own
-small runs (16 of 32 against 18, README "Whose noise fails a repeat"): a sweep's small
-runs share its hour of the machine with its large ones, which another sweep's do not.
+small runs (16 of 32 against 18, harness/perfmodel/README.md "Whose noise fails a repeat"): a
+sweep's small runs share its hour of the machine with its large ones, which another sweep's do not.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ on the core when it happens, and against that process's cgroup quota. So a worke
 bytes it never sends: beside neighbours that only moved 119 MB/s over a shaped veth on its
 core, a 1-worker run's worker spent 19% more CPU per step and its server 22%, while the
 core spent 5.0% of its time in softirq, against the run's 0.25 busy cores: 0.05 / 0.25 =
-0.20 (README, "Neighbours that move bytes"; experiments/measured/neighbour-wire).
+0.20 (harness/perfmodel/README.md, "Neighbours that move bytes";
+experiments/measured/neighbour-wire).
 
 Form: every process on the cores pays the same share of its time, the machine's softirq
 cores over the parameter-server processes' busy cores (telemetry's `machine_cpu_json` and

@@ -73,10 +73,10 @@ class ServerCost:
     server holds (a tensor, or a slice of a big one), with its pull. The request term is
     why a server holding a quarter of the bytes in half the pieces costs more than a
     quarter (measured: the two servers of a 2-server GoogLeNet run, 16.9 and 5.5 MB in 86
-    and 87 pieces, spent about 2.6 and 5.2 core-ns per byte per client; README, "What a
-    request costs a server"). Only matters where the servers share a CPU quota with a
-    worker (emulated hosts): the step is then simulated tensor by tensor (psstep; where a
-    node's devices sum first, compute plus the longer of the servers' time and the
+    and 87 pieces, spent about 2.6 and 5.2 core-ns per byte per client;
+    harness/perfmodel/README.md, "What a request costs a server"). Only matters where the servers
+    share a CPU quota with a worker (emulated hosts): the step is then simulated tensor by tensor
+    (psstep; where a node's devices sum first, compute plus the longer of the servers' time and the
     wire's)."""
 
     per_byte: float

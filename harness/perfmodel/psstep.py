@@ -33,7 +33,7 @@ Asynchronous servers (`sync=False`, MXNet's dist_async): a server applies an upd
 every push as it arrives (`per_client_byte` + `per_byte` each time, n updates a step where
 a synchronous server sums n pushes and updates once) and replies to that worker alone, so
 no worker waits for another's push; measured, such a server spent 1.4-2.2x the CPU of its
-synchronous twin (README, "Asynchronous parameter servers"). All workers start
+synchronous twin (harness/perfmodel/README.md, "Asynchronous parameter servers"). All workers start
 together and no worker may begin a step before every other has begun the one before
 (`ASYNC_LEAD` = 1): measured, the ranks of every multi-host dist_async run kept one pace
 (each rank's summed step times within 1.00-1.11x of the others', 48 runs of

@@ -7,7 +7,8 @@ over every server), n its clients; u the update per byte, c each client's push a
 per byte, r each client's request per piece whatever its bytes. r is fitted only on
 request (`requests`): measured on every shipped sweep, it predicts the busiest server's
 CPU at 4 and 8 workers better for asynchronous servers and not for synchronous ones
-(`held_out`; `python -m bench.server_requests`; README, "What a request costs a server").
+(`held_out`; `python -m bench.server_requests`; harness/perfmodel/README.md, "What a request costs
+a server").
 """
 
 from __future__ import annotations
