@@ -62,6 +62,9 @@ def test_repeats_are_judged_together_only_when_one_machine_measured_them(tmp_pat
     assert names("cori2017-emulated-slow-vm") == [["r4", "r5"]]
     assert scoreboard.machine_of(MEASURED / "cori2017-emulated-slow-vm" / "r4.db") == (
         "AMD EPYC", "Linux-6.18.44-fc-v1272-x86_64-with-glibc2.36")
+    assert names("server-load-own-slow-vm") == [["r4"]]
+    assert scoreboard.machine_of(MEASURED / "server-load-own-slow-vm" / "r4.db") == (
+        "AMD EPYC", "Linux-6.18.44-fc-v1272-x86_64-with-glibc2.36")
 
     dbs = [Path(shutil.copy(db, tmp_path / db.name))
            for db in scoreboard.repeat_dbs(MEASURED / "cori2017-emulated-repeats")]
