@@ -799,8 +799,8 @@ def test_the_readmes_repeated_measurements_recompute(tmp_path_factory, folder, s
     recomputed from the databases shipped with them (experiments/
     measured/, copied first: opening a database may migrate it): which repeats meet the
     targets alone, the median sweep's median and worst error, and whether its median is
-    below the repeats' own. A model change that moves these numbers must move the README
-    too."""
+    below the repeats' own. A model change that moves these numbers must move
+    harness/perfmodel/README.md too."""
     from harness.perfmodel import holdout_repeats
 
     if folder not in _VALIDATED:
@@ -1040,7 +1040,7 @@ def test_the_readmes_ps_async_intel_repeats_recompute(tmp_path, monkeypatch, rep
     assert rounded(res.by_strategy()["ps-sync"]) == sync
 
 
-#: runs of the shipped repeats that are not ok, by (folder, repeat): the README names each
+#: runs of the shipped repeats that are not ok, by (folder, repeat): the notes name each
 NOT_OK_RUNS = {
     # MXNet Horovod x4: Open MPI's daemons could not connect over the emulated hosts
     ("scaling-emulated-hepcnn-horovod-repeats", 2): ["failed"],
@@ -1068,8 +1068,8 @@ NOT_OK_RUNS = {
 ])
 def test_the_shipped_repeats_are_the_experiments_runs(experiment, flags, folder, runs):
     """The shipped repeats hold exactly the runs that `dnnbench run -e
-    experiments/<experiment> [flags]` measures (the README's command to reproduce them),
-    by run identity, each ok but the failures the README reports."""
+    experiments/<experiment> [flags]` measures (the command harness/perfmodel/README.md
+    gives to reproduce them), by run identity, each ok but the failures the notes report."""
     import sqlite3
     from pathlib import Path
 

@@ -1,5 +1,6 @@
-"""A parameter server's load per step, read from the databases shipped with the README's
-claims (experiments/measured/, opened read-only: the files keep their bytes)."""
+"""A parameter server's load per step, read from the databases shipped with the claims
+of harness/perfmodel/README.md (experiments/measured/, opened read-only: the files keep
+their bytes)."""
 
 from __future__ import annotations
 
