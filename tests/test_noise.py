@@ -13,23 +13,47 @@ import time
 from frameworks.contract import RunSpec
 from harness import noise, stats
 
+#: A compute hog: one single-threaded fp32 matmul loop pinned to one CPU; it says "ready"
+#: once it spins, and stops by itself after a minute if the test dies without killing it.
+HOG = """import os, sys, time
+import numpy as np
+os.sched_setaffinity(0, {int(sys.argv[1])})
+a = np.ones((512, 512), dtype=np.float32)
+a @ a
+print("ready", flush=True)
+t = time.time()
+while time.time() - t < 60:
+    a @ a
+"""
+
 
 def test_probe_sees_the_machine_and_a_hog_disturbs_it():
-    """One CPU hog per core, for a fixed window: the probe's GEMM falls well below the
-    quiet machine's, so a run taken then would be flagged."""
+    """A compute hog pinned to every CPU the harness may use: the probe's GEMM falls well
+    below the quiet machine's, so a run taken then would be flagged. The hogs multiply
+    matrices, as the probe and a training step do: a pure-Python spin loop did not disturb
+    the probe on a CI machine (2026-12-07: quiet 94, busy 89 GFLOP/s, half this VM's quiet
+    rate), most likely two hyperthreads of one core, where the probe's FMAs keep the core
+    busy whenever either of its threads runs and integer work on the sibling takes little
+    from them. Each hog is pinned (its CPU cannot be left to the probe by the scheduler)
+    and the probe waits until every hog spins."""
     meter = noise.Meter()
     quiet = max(meter.measure().gemm_gflops for _ in range(3))
     assert quiet > 1.0  # GFLOP/s: any machine this runs on does more
-    hogs = [subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\n"
-                              "while time.time() - t < 20: pass"], start_new_session=True)
-            for _ in range(os.cpu_count() or 1)]
+    alone = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    hogs = [subprocess.Popen([sys.executable, "-c", HOG, str(cpu)], env=alone, text=True,
+                             stdout=subprocess.PIPE, start_new_session=True)
+            for cpu in sorted(os.sched_getaffinity(0))]
     try:
-        time.sleep(0.5)
+        for h in hogs:
+            assert h.stdout.readline().strip() == "ready", h.wait()
+        time.sleep(0.2)
         busy = meter.measure()
+        assert all(h.poll() is None for h in hogs)  # still spinning when the probe ended
     finally:
         for h in hogs:
             os.killpg(h.pid, signal.SIGKILL)
             h.wait()
+            h.stdout.close()
     cols = meter.columns([busy], RunSpec("torch", "resnet50", image_size=64), None)
     assert cols["noise_ratio"] < noise.DISTURBED, (quiet, busy)
     assert cols.get("mfu") is None  # no throughput, no utilisation
