@@ -189,16 +189,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="judge with the kernel's packet work (predict's option)")
     ap.add_argument("--markdown", action="store_true", help="print the README's table")
     ap.add_argument("--set", action="append", default=[], metavar="FOLDER",
-                    help="only this set (a folder under experiments/measured/; repeatable)")
+                    help="only this set (a folder under experiments/measured/, by name or "
+                         "path; repeatable)")
     args = ap.parse_args(argv)
     folders = sorted({p.parent for p in SHIPPED.glob("*/r[0-9]*.db")})
     if args.set:
         known = {f.name: f for f in folders}
-        bad = [s for s in args.set if s not in known]
+        # the folder's name, or its path (as a shell completes it) when it is one of them
+        names = [Path(s).name if Path(s).resolve() in folders else s for s in args.set]
+        bad = [given for given, name in zip(args.set, names) if name not in known]
         if bad:
             ap.error(f"--set {bad[0]}: no repeat set of that name under {SHIPPED} "
                      f"(known: {', '.join(sorted(known))})")
-        folders = [known[s] for s in args.set]
+        folders = [known[name] for name in names]
     options = {"requests": args.server_requests, "packet_work": args.packet_work}
     verdicts, skipped = board(folders, options,
                               lambda s: print(f"judging {s}", file=sys.stderr, flush=True))

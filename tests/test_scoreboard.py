@@ -65,6 +65,9 @@ def test_repeats_are_judged_together_only_when_one_machine_measured_them(tmp_pat
     assert names("server-load-own-slow-vm") == [["r4"]]
     assert scoreboard.machine_of(MEASURED / "server-load-own-slow-vm" / "r4.db") == (
         "AMD EPYC", "Linux-6.18.44-fc-v1272-x86_64-with-glibc2.36")
+    assert names("server-load-own-third-vm") == [["r5"]]
+    assert scoreboard.machine_of(MEASURED / "server-load-own-third-vm" / "r5.db") == (
+        "AMD EPYC", "Linux-6.18.44-fc-v1300-x86_64-with-glibc2.36")
 
     dbs = [Path(shutil.copy(db, tmp_path / db.name))
            for db in scoreboard.repeat_dbs(MEASURED / "cori2017-emulated-repeats")]
@@ -128,3 +131,7 @@ def test_the_scoreboard_refuses_a_set_it_does_not_know(capsys):
     err = capsys.readouterr().err
     assert "--set no-such-set: no repeat set of that name" in err
     assert "scaling-emulated-ps-async-repeats" in err  # the known ones, to pick from
+    with pytest.raises(SystemExit):  # a folder of that name elsewhere is not the set
+        scoreboard.main(["--set", "/tmp/scaling-emulated-ps-async-repeats"])
+    assert "--set /tmp/scaling-emulated-ps-async-repeats: no repeat set" in (
+        capsys.readouterr().err)
