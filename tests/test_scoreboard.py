@@ -65,6 +65,9 @@ def test_repeats_are_judged_together_only_when_one_machine_measured_them(tmp_pat
     assert names("server-load-own-slow-vm") == [["r4"]]
     assert scoreboard.machine_of(MEASURED / "server-load-own-slow-vm" / "r4.db") == (
         "AMD EPYC", "Linux-6.18.44-fc-v1272-x86_64-with-glibc2.36")
+    assert names("cori2017-emulated-own-third-vm") == [["r4"]]
+    assert scoreboard.machine_of(MEASURED / "cori2017-emulated-own-third-vm" / "r4.db") == (
+        "AMD EPYC", "Linux-6.18.44-fc-v1300-x86_64-with-glibc2.36")
     assert names("server-load-own-third-vm") == [["r5"]]
     assert scoreboard.machine_of(MEASURED / "server-load-own-third-vm" / "r5.db") == (
         "AMD EPYC", "Linux-6.18.44-fc-v1300-x86_64-with-glibc2.36")
