@@ -130,10 +130,10 @@ def test_holdout_fits_the_packet_work_on_request(tmp_path):
 def test_the_packet_work_neither_bytes_nor_waits_per_set(capsys):
     """bench.packet_work over every shipped database but the neighbour benches' (their
     softirq time is mostly their neighbours'): fitted on the <= 2-worker runs of all sets
-    pooled, the bytes across the link alone leave the larger runs' softirq cores a median
-    21% short, and a term per shaper wait looks like the missing one (17.4% off, 14.7%
-    over); but each set fitted on its own small runs, the waits make it worse (18.1% ->
-    29.5% over the four sets that can fit both), every host's TCP segments do no better
+    pooled, the bytes across the link alone leave the larger runs' softirq cores 21% short
+    (31.5% off), and a term per shaper wait does not close it (24.7% off, 21.5% over);
+    each set fitted on its own small runs, the waits make it worse (18.1% -> 29.5% over
+    the four sets that can fit both), every host's TCP segments do no better
     than the bytes (19.1%), and the bytes alone range from 44% short
     (pieces) to 48% over (cori-replicated, whose small runs cannot fit the waits): the form
     is not settled (harness/perfmodel/README.md, "The packet work, held out"). The two sets that
@@ -144,9 +144,9 @@ def test_the_packet_work_neither_bytes_nor_waits_per_set(capsys):
     pts = packet_work.points(sorted(MEASURED.glob("*/*.db")))
     got = {name: (round(100 * err, 1), round(100 * bias, 1))
            for name, _, err, bias in packet_work.judged(pts)}
-    assert got == {"bytes": (27.3, -20.7), "segments": (27.0, -20.8),
-                   "bytes + waits": (17.4, 14.7)}, got
-    assert len(pts) == 462
+    assert got == {"bytes": (31.5, -20.6), "segments": (31.4, -20.3),
+                   "bytes + waits": (24.7, 21.5)}, got
+    assert len(pts) == 504
     per, together, common = packet_work.judged_by_set(pts)
     assert {f: (round(100 * e, 1), round(100 * b, 1), n) for f, (e, b, n) in together.items()
             } == {"bytes": (18.1, -17.5, 148), "segments": (19.1, -18.7, 148),
@@ -157,7 +157,7 @@ def test_the_packet_work_neither_bytes_nor_waits_per_set(capsys):
     assert bias["cori2017-emulated-replicated-repeats"] == 48.3, bias
     assert packet_work.main([]) == 0
     out = capsys.readouterr().out
-    assert "7.56 core-us per wait" in out and "      1    78         0.0107" in out
+    assert "9.50 core-us per wait" in out and "      1    84         0.0107" in out
     assert "each set on its own small runs:" in out
     assert "bytes + waits  median |error| 29.5% (bias +14.9%) over 148 runs" in out
     # the one set that stored the softirqs by kind (replicated repeats 6 and 7, a slower
@@ -193,6 +193,11 @@ def test_the_packet_work_neither_bytes_nor_waits_per_set(capsys):
     # the fifth (cori2017-emulated-own on that VM)
     assert "18 runs that stored them (cori2017-emulated-own-third-vm)" in out
     assert "bytes          median |error| 17.7% (bias -1.6%): s0 5.3" in out
+    # the same two experiments on an Intel VM (server-load-own twice): the bytes over
+    assert "24 runs that stored them (server-load-own-intel)" in out
+    assert "bytes          median |error| 10.5% (bias +10.5%): s0 -2.2" in out
+    assert "18 runs that stored them (cori2017-emulated-own-intel)" in out
+    assert "bytes          median |error| 12.8% (bias +12.8%): s0 4.4" in out
 
 
 def test_the_softirqs_by_kind_fits(capsys):

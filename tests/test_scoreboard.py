@@ -71,6 +71,11 @@ def test_repeats_are_judged_together_only_when_one_machine_measured_them(tmp_pat
     assert names("server-load-own-third-vm") == [["r5"]]
     assert scoreboard.machine_of(MEASURED / "server-load-own-third-vm" / "r5.db") == (
         "AMD EPYC", "Linux-6.18.44-fc-v1300-x86_64-with-glibc2.36")
+    # the same kernel build on an Intel VM (2026-12-07): another machine, by its CPU
+    assert names("server-load-own-intel") == [["r6", "r7"]]
+    assert names("cori2017-emulated-own-intel") == [["r5"]]
+    assert scoreboard.machine_of(MEASURED / "server-load-own-intel" / "r7.db") == (
+        "Intel(R) Xeon(R) Processor", "Linux-6.18.44-fc-v1300-x86_64-with-glibc2.36")
 
     dbs = [Path(shutil.copy(db, tmp_path / db.name))
            for db in scoreboard.repeat_dbs(MEASURED / "cori2017-emulated-repeats")]
