@@ -19,10 +19,11 @@ SUPPORT = FrameworkSupport(
     # 4.6 / 5.6 / 11.0 copies at 1 / 2 / 8 workers, ResNet-50 3.9 -> 7.9 at 1 -> 6). On
     # one Intel VM (2026-12-07, the *-intel sets) the same processes held 186-187 MiB a
     # scheduler and up to 208 a HEP-CNN server in every run of three sweeps, and 112 / 124
-    # MiB an hour later on that machine, the same configuration: the resident size of an
-    # idle process is the machine's state as much as the framework's (libmxnet.so's pages
-    # mapped; not measured further). Rounded up over every shipped run (208 MiB: the
-    # largest holds 0.90 of the estimate, the smallest 0.52), so tests/test_contract.py
-    # holds the estimate above each and not more than twice what any held
+    # MiB an hour later on that machine, the same configuration (its workers too held 76
+    # MiB more in those sweeps: the resident size is the machine's state as much as the
+    # framework's; what in the machine, not measured). Rounded up over every shipped run
+    # (208 MiB: the largest holds 0.90 of the estimate, the smallest 0.52), so
+    # tests/test_contract.py holds the estimate above each and not more than twice what
+    # any held
     service_memory={"ps-sync": (208 * 2**20, 4.0, 1.0), "ps-async": (208 * 2**20, 4.0, 1.0)},
     gradient_library={("horovod", "cpu"): "horovod-gloo"})
