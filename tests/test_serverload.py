@@ -76,8 +76,9 @@ def test_the_readmes_server_load_numbers_recompute():
     # line, so the fit on 1 and 2 clients puts 8 clients high (held out: +24.2% at 8)
     ("server-load-own-third-vm", 5, (0.193, 0.158, 0.129, 0.124, 0.123, 0.107),
      (0.84, 0.94, 0.95, 0.95, 0.97, 0.97), (0.119, 0.095), -0.10, 0.22),
-    # "The same sweep twice on an Intel VM": the 1-client run 11% above the line in one
-    # sweep and on it in the next, the fit on 1 and 2 clients within 2% at 8 in both
+    # "The same two experiments on an Intel VM, server-load-own twice": the 1-client run 11%
+    # above the line in one sweep and on it in the next, the fit on 1 and 2 clients within
+    # 2% at 8 in both
     ("server-load-own-intel", 6, (0.217, 0.171, 0.151, 0.142, 0.148, 0.139),
      (0.86, 0.95, 0.95, 0.96, 0.97, 0.97), (0.063, 0.132), 0.11, -0.02),
     ("server-load-own-intel", 7, (0.238, 0.183, 0.165, 0.162, 0.163, 0.144),
