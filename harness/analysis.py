@@ -278,6 +278,7 @@ def resources(ok: list[dict]) -> Table:
         Column("config", "config", digits=0), Column("mode", "mode", digits=0),
         Column("strategy", "strategy", digits=0), Column("workers", "workers"),
         Column("peak_rss_mb", "peak RSS", "MiB"), Column("tree_pss_mb", "with loaders", "MiB"),
+        Column("anon_mb", "anonymous", "MiB"),
         Column("cores", "CPU per worker", "cores"), Column("gpu_util", "GPU util", "%"),
         Column("gpu_mem_mb", "GPU memory", "MiB"), Column("gpu_power", "GPU power", "W")],
         note="Peak RSS: the kernel's high-water mark of one worker process (the largest over "
@@ -285,7 +286,12 @@ def resources(ok: list[dict]) -> Table:
              "worker's whole process tree sampled while measuring (each page shared with "
              "forked loader processes counted once; sampled every few seconds, so a lower "
              "bound of the true peak); runs stored before PSS was sampled show the tree's RSS "
-             "there, an upper bound (shared pages counted in each process). CPU: "
+             "there, an upper bound (shared pages counted in each process). Anonymous: the "
+             "tree's heap and tensors at the same scans, no file's pages: RSS and PSS also "
+             "count the framework libraries' mapped pages, and how many of those a process "
+             "maps moves with how the file entered the page cache (79 MiB per MXNet process "
+             "on one machine; python -m bench.page_cache_rss), so compare machines by this "
+             "column (empty for runs stored before 2026-12-07). CPU: "
              "mean cores busy per worker tree. GPU columns come from NVML on GPU hosts.")
     for r in ok:
         if r.get("peak_rss_mb") is None and r.get("cpu_cores_per_worker") is None:
@@ -296,6 +302,7 @@ def resources(ok: list[dict]) -> Table:
                        "tree_pss_mb": (r.get("tree_pss_peak_mb")
                                        if r.get("tree_pss_peak_mb") is not None
                                        else r.get("tree_rss_peak_mb")),
+                       "anon_mb": r.get("tree_anon_peak_mb"),
                        "cores": r.get("cpu_cores_per_worker"),
                        "gpu_util": r.get("gpu_util_pct"), "gpu_mem_mb": r.get("gpu_mem_peak_mb"),
                        "gpu_power": r.get("gpu_power_w")})

@@ -14,7 +14,7 @@ Frames (one row per observation; the columns and units are in `COLUMNS` and in
   iterations  every timed iteration: run_id, rank, trial, iter, seconds
   phases      breakdown mode, every phase of every iteration: ... phase, seconds
   telemetry   resource samples: run_id, tag, t (s from launch), cpu_cores, rss_bytes, gpu_*,
-              span_s
+              span_s, pss_bytes, anon_bytes
   comm        commbench: one row per library, ranks, link and message size
   verdicts    (function) every pair of frameworks per network and settings, compared
               the way the report does (harness/verdicts.py)
@@ -57,7 +57,12 @@ COLUMNS: dict[str, list[tuple[str, str, str]]] = {
                   ("gpu_util", "%", "GPU utilisation"),
                   ("gpu_mem_bytes", "bytes", "GPU memory used"),
                   ("gpu_power_w", "W", "GPU power"),
-                  ("span_s", "s", "time the cpu_cores rate covers (empty before 2026-12-03)")],
+                  ("span_s", "s", "time the cpu_cores rate covers (empty before 2026-12-03)"),
+                  ("pss_bytes", "bytes", "proportional set size of the tree, at full scans "
+                   "(every few seconds; empty between them and before 2026-12-07)"),
+                  ("anon_bytes", "bytes", "anonymous memory of the tree (heap, tensors: not "
+                   "the libraries' mapped pages, which move with the page cache's state), "
+                   "at full scans (empty between them and before 2026-12-07)")],
     "comm": [("library", "", "collective library"), ("op", "", "collective"),
              ("ranks", "", "processes"), ("nodes", "", "hosts"), ("link", "", "emulated link"),
              ("bytes", "bytes", "message size"), ("median_s", "s", "median time"),

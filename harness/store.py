@@ -101,6 +101,10 @@ RUN_COLUMNS: list[tuple[str, str, str, str]] = [
     ("tree_pss_peak_mb", "REAL", "MiB", "largest sampled proportional set size of one "
      "worker's whole process tree while measuring: each shared page divided among the "
      "processes sharing it, so the tree's real footprint (sampled every few seconds)"),
+    ("tree_anon_peak_mb", "REAL", "MiB", "largest sampled anonymous memory of one "
+     "worker's whole process tree while measuring (heap, tensors: no file's pages, so the "
+     "page cache's state does not move it, where RSS and PSS count the framework "
+     "libraries' mapped pages; sampled every few seconds; empty before 2026-12-07)"),
     ("machine_gflops", "REAL", "GFLOP/s", "the noise meter's fp32 GEMM on every core of "
      "the harness host, best of the probes around the run's trials (harness/noise.py)"),
     ("machine_copy_gbs", "REAL", "GB/s", "the noise meter's memory copy bandwidth"),
@@ -198,7 +202,7 @@ CREATE INDEX IF NOT EXISTS comm_lib ON comm(library, ranks, link);
 CREATE TABLE IF NOT EXISTS telemetry (
     run_id TEXT NOT NULL REFERENCES runs(run_id), tag TEXT, t REAL, cpu_cores REAL,
     rss_bytes INTEGER, gpu_util REAL, gpu_mem_bytes INTEGER, gpu_power_w REAL,
-    span_s REAL);
+    span_s REAL, pss_bytes INTEGER, anon_bytes INTEGER);
 CREATE INDEX IF NOT EXISTS telemetry_run ON telemetry(run_id);
 CREATE TABLE IF NOT EXISTS jobs (
     job_id TEXT NOT NULL, experiment TEXT NOT NULL, config_hash TEXT NOT NULL,
@@ -219,7 +223,7 @@ class RunRecord:
     #: rank 0's trials: (trial, round of its interleaved group or None, started unix s,
     #: seconds per iteration, wall s, timed iterations)
     trials: list[tuple] = field(default_factory=list)
-    telemetry: list[tuple] = field(default_factory=list)  # (tag, t, cpu, rss, gpu..., span)
+    telemetry: list[tuple] = field(default_factory=list)  # Telemetry.rows(): tag, t, ...
 
 
 def _now() -> str:
@@ -330,10 +334,12 @@ class Store:
                 if name not in have:
                     self.conn.execute(f"ALTER TABLE runs ADD COLUMN {name} "
                                       f"{sqltype.replace(' PRIMARY KEY', '')}")
-            # the time each CPU rate covers (2026-12-03); older samples have none
-            if "span_s" not in {r[1] for r in
-                                self.conn.execute("PRAGMA table_info(telemetry)")}:
-                self.conn.execute("ALTER TABLE telemetry ADD COLUMN span_s REAL")
+            # the time each CPU rate covers (2026-12-03), the tree's PSS and anonymous
+            # memory at full scans (2026-12-07); older samples have none
+            sampled = {r[1] for r in self.conn.execute("PRAGMA table_info(telemetry)")}
+            for name in ("span_s REAL", "pss_bytes INTEGER", "anon_bytes INTEGER"):
+                if name.split()[0] not in sampled:
+                    self.conn.execute(f"ALTER TABLE telemetry ADD COLUMN {name}")
 
     def close(self) -> None:
         self.conn.close()
@@ -387,8 +393,8 @@ class Store:
             self.conn.executemany("INSERT INTO trials VALUES (?, ?, ?, ?, ?, ?, ?)",
                                   [(row["run_id"], *t) for t in rec.trials])
             self.conn.executemany(  # a sample without a span (older callers) stores NULL
-                "INSERT INTO telemetry VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(row["run_id"], *t, *[None] * (8 - len(t))) for t in rec.telemetry])
+                "INSERT INTO telemetry VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(row["run_id"], *t, *[None] * (10 - len(t))) for t in rec.telemetry])
         return True
 
     def add_jobs(self, rows: list[dict[str, Any]]) -> None:

@@ -38,6 +38,14 @@ class Sample:
     cpu_cores: float | None = None  # CPU time / wall time over the last interval
     rss_bytes: int | None = None  # resident memory of the process tree (shared pages twice)
     pss_bytes: int | None = None  # proportional set size of the tree (at full scans only)
+    #: the tree's anonymous pages (heap, tensors; at full scans only; a page a forked
+    #: loader shares copy-on-write counts in each): what the processes themselves hold.
+    #: RSS and PSS also count the mapped pages of the framework's shared libraries, and
+    #: how many of those a process maps depends on how the file entered the page cache:
+    #: an MXNet process mapped 78 MiB more of libmxnet.so after the file had been read
+    #: whole than after its pages were faulted in, its anonymous memory the same
+    #: (`python -m bench.page_cache_rss`)
+    anon_bytes: int | None = None
     gpu_util: float | None = None  # percent
     gpu_mem_bytes: int | None = None
     gpu_power_w: float | None = None
@@ -236,10 +244,13 @@ class Telemetry:
                if s.rss_bytes is not None]
         pss = [s.pss_bytes / per for v in workers.values() for s in v
                if s.pss_bytes is not None]
+        anon = [s.anon_bytes / per for v in workers.values() for s in v
+                if s.anon_bytes is not None]
         out: dict[str, float | str | None] = {
             "cpu_cores_per_worker": sum(means) / len(means) if means else None,
             "tree_rss_peak_mb": max(rss) / 2**20 if rss else None,
-            "tree_pss_peak_mb": max(pss) / 2**20 if pss else None}
+            "tree_pss_peak_mb": max(pss) / 2**20 if pss else None,
+            "tree_anon_peak_mb": max(anon) / 2**20 if anon else None}
         procs = {tag: self._mean_cores(v)
                  for tag, v in self._window("").items() if not tag.startswith("gpu")}
         by_process = {tag: round(m, 4) for tag, m in sorted(procs.items()) if m is not None}
@@ -304,8 +315,10 @@ class Telemetry:
         return out
 
     def rows(self) -> list[tuple]:
+        """The samples as the store's telemetry table holds them (harness/store.py)."""
         return [(s.tag, round(s.t, 3), s.cpu_cores, s.rss_bytes, s.gpu_util, s.gpu_mem_bytes,
-                 s.gpu_power_w, None if s.span_s is None else round(s.span_s, 4))
+                 s.gpu_power_w, None if s.span_s is None else round(s.span_s, 4),
+                 s.pss_bytes, s.anon_bytes)
                 for s in self.samples]
 
 
@@ -424,18 +437,23 @@ def netns_id(pid: int) -> int | None:
         return None
 
 
-def pss_bytes(pid: int) -> int | None:
-    """Proportional set size: each resident page divided by the number of processes
-    mapping it, so a tree's sum counts a page its forked loaders share with the worker
-    once. The kernel walks the page tables for it, so it is read at full scans only."""
+def rollup_bytes(pid: int) -> tuple[int, int] | None:
+    """(PSS, anonymous) bytes of one process. Proportional set size: each resident page
+    divided by the number of processes mapping it, so a tree's sum counts a page its
+    forked loaders share with the worker once. Anonymous: pages backed by no file, which
+    the page cache's state does not move (Sample.anon_bytes). The kernel walks the page
+    tables for both, so they are read at full scans only."""
+    pss = anon = None
     try:
         with open(f"/proc/{pid}/smaps_rollup") as fh:
             for line in fh:
                 if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
+                    pss = int(line.split()[1]) * 1024
+                elif line.startswith("Anonymous:"):
+                    anon = int(line.split()[1]) * 1024
     except (OSError, ValueError):
-        pass
-    return None
+        return None
+    return None if pss is None or anon is None else (pss, anon)
 
 
 class _Nvml:
@@ -618,15 +636,17 @@ class Sampler:
             span = 0.0  # the longest interval a member's rate covers (all read together)
             rss = 0
             pss: int | None = 0 if full else None
+            anon = 0
             for pid in members:
                 info = procs.get(pid)
                 if info is None:
                     continue
                 rss += info[4] * PAGE
                 if pss is not None:
-                    one = pss_bytes(pid)
+                    one = rollup_bytes(pid)
                     if one is not None:
-                        pss += one
+                        pss += one[0]
+                        anon += one[1]
                     elif pid == root:
                         pss = None  # unreadable (not ours): no partial sum is reported
                     # else a member (a loader) that exited since the scan: it holds none
@@ -646,6 +666,7 @@ class Sampler:
             if record:
                 self.data.samples.append(Sample(tag, t, cores if have_rate else None, rss,
                                                 pss_bytes=pss,
+                                                anon_bytes=None if pss is None else anon,
                                                 span_s=span if have_rate else None))
         if record:
             self.data.host_samples += [Sample(f"host{h}", t, c, span_s=dt)

@@ -220,11 +220,18 @@ mode = "loader"
     switches = json.loads(real["ctx_switches_by_process_json"])
     assert set(switches) == set(json.loads(real["cpu_cores_by_process_json"])), switches
     assert switches["worker0"]["voluntary_per_s"] > 0, switches
+    # and its anonymous memory at the full scans, within what is resident: torch's
+    # libraries' mapped pages are in RSS, not in it
+    mem = conn.execute("SELECT rss_bytes, pss_bytes, anon_bytes FROM telemetry WHERE "
+                       "run_id = ? AND anon_bytes IS NOT NULL", (real["run_id"],)).fetchall()
+    assert mem and all(0 < a < r and 0 < p <= r for r, p, a in mem), mem
+    assert 20 < real["tree_anon_peak_mb"] < real["tree_rss_peak_mb"], real
     report = tmp_path / "r.md"
     proc = run_cli("report", "--db", db, "--format", "md", "-o", str(report))
     assert proc.returncode == 0
     text = report.read_text()
     assert "Input pipeline" in text and "Resources" in text
+    assert "anonymous (MiB)" in text, text[text.find("Resources"):][:600]
     assert "input-bound" in text or "compute-bound" in text
 
 
@@ -336,9 +343,9 @@ def test_cpu_means_weight_each_rate_by_the_time_it_covers():
 
 
 def test_a_database_from_before_spans_gains_the_column(tmp_path):
-    """A results database made before samples stored their span (the shipped repeats in
-    experiments/measured/ are) opens, gains span_s, keeps its samples with none, and
-    stores new runs' spans."""
+    """A results database made before samples stored their span and memory by kind (the
+    shipped repeats in experiments/measured/ are) opens, gains span_s, pss_bytes and
+    anon_bytes, keeps its samples with none, and stores new runs' values."""
     import shutil
     from pathlib import Path
 
@@ -356,11 +363,14 @@ def test_a_database_from_before_spans_gains_the_column(tmp_path):
     spec = RunSpec("torch", "resnet50", batch_size=8, image_size=32, num_classes=10)
     with Store(db) as st:
         st.add(RunRecord({**collect.base_row(spec, "new", "n0", "ok"), "t_iter_s": 0.1},
-                         telemetry=[("worker0", 1.0, 0.5, 1, None, None, None, 0.25)]))
+                         telemetry=[("worker0", 1.0, 0.5, 9, None, None, None, 0.25, 7, 5),
+                                    ("worker0", 2.0, 0.5, 9, None, None, None, 0.25)]))
         rows = st.telemetry("n0")
-        assert [r["span_s"] for r in rows] == [0.25]
-        n, spanned = st.conn.execute("SELECT COUNT(*), COUNT(span_s) FROM telemetry").fetchone()
-    assert (n, spanned) == (before + 1, 1)
+        assert [(r["span_s"], r["pss_bytes"], r["anon_bytes"]) for r in rows] == \
+            [(0.25, 7, 5), (0.25, None, None)]
+        n, spanned, anon = st.conn.execute("SELECT COUNT(*), COUNT(span_s), COUNT(anon_bytes) "
+                                           "FROM telemetry").fetchone()
+    assert (n, spanned, anon) == (before + 2, 2, 1)
 
 
 def test_a_quantised_short_sample_does_not_set_a_servers_mean():
@@ -391,6 +401,60 @@ def test_tree_memory_counts_pages_shared_with_forked_children_once():
     summary = _sampled(code, 1.5).summary()
     assert summary["tree_rss_peak_mb"] > 3 * 190, summary
     assert 190 < summary["tree_pss_peak_mb"] < 300, summary
+
+
+def test_anonymous_memory_is_sampled_apart_from_mapped_files(tmp_path):
+    """A child that holds 120 MiB of its own and maps a 64 MiB file it reads through:
+    RSS counts both, the anonymous column only the first. A library's mapped pages are
+    such file pages, and how many of them a process maps moves with the page cache's
+    state (bench/page_cache_rss.py), so the anonymous column is the one that compares."""
+    from harness.telemetry import Telemetry
+
+    data = tmp_path / "mapped.bin"
+    data.write_bytes(os.urandom(64 * 2**20))
+    code = ("import mmap, time\nb = bytearray(120 * 2**20)\n"
+            f"f = open({str(data)!r}, 'rb')\nm = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)\n"
+            "s = sum(m[i] for i in range(0, len(m), 4096))\ntime.sleep(4)")
+    got = _sampled(code, 1.5)
+    full = [s for s in got.samples if s.anon_bytes is not None and s.t >= got.measuring_from]
+    assert full, got.samples  # every tick of the first RESCAN_S is a full scan
+    for s in full:
+        mib = s.anon_bytes / 2**20
+        assert 115 < mib < 160, mib
+        assert s.rss_bytes - s.anon_bytes > 60 * 2**20, s  # the file's pages
+        assert s.anon_bytes <= s.pss_bytes <= s.rss_bytes, s
+    summary = got.summary()
+    assert 115 < summary["tree_anon_peak_mb"] < summary["tree_rss_peak_mb"] - 60, summary
+    stored = {r[0]: r for r in got.rows()}["worker0"]
+    assert len(stored) == 10  # tag ... span, pss, anon: the telemetry table's order
+    again = Telemetry(samples=full).rows()
+    assert [r[9] for r in again] == [s.anon_bytes for s in full]
+
+
+def test_the_page_cache_bench_reads_resident_memory_by_kind(tmp_path):
+    """bench.page_cache_rss's pieces on a file of our own: a fresh interpreter that maps
+    and reads a 32 MiB file has it in RssFile whichever way the cache was filled, and
+    its anonymous memory does not hold it."""
+    from bench import page_cache_rss as pc
+
+    src = tmp_path / "src.bin"
+    src.write_bytes(os.urandom(32 * 2**20))
+    copy = tmp_path / "copy.bin"
+    pc.write_copy(src, copy)
+    assert copy.read_bytes() == src.read_bytes()
+    touch = (f"import mmap\nf = open({str(copy)!r}, 'rb')\n"
+             "m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)\n"
+             "s = sum(m[i] for i in range(0, len(m), 4096))")
+    base = pc.resident(sys.executable, "pass")
+    os.sync()
+    for fill in (lambda: None, lambda: pc.evict(copy), lambda: (pc.evict(copy),
+                                                                pc.read_whole(copy))):
+        fill()
+        got = pc.resident(sys.executable, touch)
+        assert got["RssFile"] - base["RssFile"] >= 31, (got, base)
+        assert got["RssAnon"] - base["RssAnon"] < 16, (got, base)
+    with pytest.raises(RuntimeError, match="failed"):
+        pc.resident(sys.executable, "raise SystemExit(3)")
 
 
 def test_short_interleaved_turns_record_tree_memory(monkeypatch):

@@ -20,8 +20,12 @@ SUPPORT = FrameworkSupport(
     # one Intel VM (2026-12-07, the *-intel sets) the same processes held 186-187 MiB a
     # scheduler and up to 208 a HEP-CNN server in every run of three sweeps, and 112 / 124
     # MiB an hour later on that machine, the same configuration (its workers too held 76
-    # MiB more in those sweeps: the resident size is the machine's state as much as the
-    # framework's; what in the machine, not measured). Rounded up over every shipped run
+    # MiB more in those sweeps). Measured since (`python -m bench.page_cache_rss`): the
+    # page cache's state. Those sweeps ran within the hour after pip had written
+    # libmxnet.so, and a file read whole (pip writing it, `cat`) is cached so that
+    # `import mxnet` maps 147 MiB of it where, after the pages were evicted and faulted
+    # back in, it maps 68; its anonymous memory 59 MiB either way. Telemetry stores the
+    # anonymous pages since (anon_bytes, at full scans). Rounded up over every shipped run
     # (208 MiB: the largest holds 0.90 of the estimate, the smallest 0.52), so
     # tests/test_contract.py holds the estimate above each and not more than twice what
     # any held
