@@ -16,12 +16,18 @@ Three states of the cache, each measured `--repeats` times:
     folder): written by this script in 1 MiB chunks as pip writes a wheel's files, then
     evicted and faulted in by the load, then evicted and read whole;
   * `import <framework>` in its environment (its own file): faulted in, then read whole.
-The environment's library is evicted and faulted in again at the end, so the machine is
-left as a process's page faults leave it. Needs the framework's environment (`dnnbench
-env setup mxnet --no-horovod`) and a few seconds; evicting needs clean pages (it is
-posix_fadvise DONTNEED: pages another running process maps stay).
+With `--speed PAIRS` (MXNet only) it also times a training step in both states, in
+turns: gluon's ResNet-50 at 32 px, batch 8, one thread pinned to the last core, 12 timed
+steps per process (median), the states alternating pair by pair. 2026-12-07, Intel VM,
+`--speed 5` twice: the library read whole was slower in 4 of 5 pairs each time, median
+ratios 1.006 and 1.023 (steps 183-196 ms in both states), so the cache's state costs a
+step 1-2% at most here and does not explain the 6-17% slower runs of that VM's first
+hour. The environment's library is evicted and faulted in again at the end, so
+the machine is left as a process's page faults leave it. Needs the framework's
+environment (`dnnbench env setup mxnet --no-horovod`) and a few seconds; evicting needs
+clean pages (it is posix_fadvise DONTNEED: pages another running process maps stay).
 
-    python -m bench.page_cache_rss [--framework mxnet] [--repeats 2]
+    python -m bench.page_cache_rss [--framework mxnet] [--repeats 2] [--speed PAIRS]
 """
 
 from __future__ import annotations
@@ -84,6 +90,32 @@ def resident(python: str, code: str, env: dict[str, str] | None = None) -> dict[
     return {k: v // 1024 for k, v in kb.items()}
 
 
+#: one process's training step (MXNet gluon): its median of 12 timed steps, ms
+STEP = ("import time\nimport mxnet as mx\nfrom mxnet import autograd, gluon, nd\n"
+        "net = gluon.model_zoo.vision.resnet50_v1(classes=10)\n"
+        "net.initialize(mx.init.Xavier())\nnet.hybridize()\n"
+        "tr = gluon.Trainer(net.collect_params(), 'sgd', {'learning_rate': 0.01})\n"
+        "loss = gluon.loss.SoftmaxCrossEntropyLoss()\n"
+        "x = nd.random.uniform(shape=(8, 3, 32, 32))\ny = nd.array([i % 10 for i in range(8)])\n"
+        "def step():\n    with autograd.record():\n        out = loss(net(x), y)\n"
+        "    out.backward()\n    tr.step(8)\n    nd.waitall()\n"
+        "ts = []\nfor i in range(15):\n    t = time.perf_counter()\n    step()\n"
+        "    ts.append(time.perf_counter() - t)\n"
+        "print(sorted(ts[3:])[6] * 1e3)\n")
+
+
+def step_ms(python: str) -> float:
+    """One fresh process's median training step, ms, on one thread of the last core."""
+    last = max(os.sched_getaffinity(0))
+    out = subprocess.run([python, "-c", STEP], capture_output=True, text=True, timeout=600,
+                         cwd=tempfile.gettempdir(), preexec_fn=lambda: os.sched_setaffinity(
+                             0, {last}), env={**os.environ, "OMP_NUM_THREADS": "1"})
+    if out.returncode != 0:
+        raise RuntimeError(f"the training step failed ({out.returncode}): "
+                           f"{out.stderr.strip()[-800:]}")
+    return float(out.stdout.split()[-1])
+
+
 def library_of(package: Path) -> Path:
     """The framework's largest shared library: the one whose mapped pages matter."""
     libs = [p for p in package.rglob("*.so*") if p.is_file()]
@@ -105,9 +137,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--framework", default="mxnet", choices=sorted(SUPPORT),
                     help="whose environment and library (mxnet)")
     ap.add_argument("--repeats", type=int, default=2, help="measurements per state (2)")
+    ap.add_argument("--speed", type=int, default=0, metavar="PAIRS",
+                    help="also time a training step in both states, this many pairs in "
+                         "turns (MXNet only; about 9 s a pair; 0: not)")
     args = ap.parse_args(argv)
     if args.repeats < 1:
         ap.error(f"--repeats {args.repeats}: give 1 or more")
+    if args.speed < 0 or (args.speed and args.framework != "mxnet"):
+        ap.error(f"--speed {args.speed}: give 0, or a number of pairs with --framework "
+                 "mxnet (the timed step is MXNet gluon's)")
     try:
         env = envs.find(args.framework)
     except envs.EnvError as e:
@@ -142,6 +180,15 @@ def main(argv: list[str] | None = None) -> int:
             evict(lib)
             read_whole(lib)
             imported["read whole"].append(resident(env.python, f"import {module}"))
+        pairs = []
+        for i in range(args.speed):
+            evict(lib)
+            faulted = step_ms(env.python)
+            evict(lib)
+            read_whole(lib)
+            pairs.append((faulted, step_ms(env.python)))
+            print(f"pair {i + 1}: faulted in {faulted:.1f} ms, read whole "
+                  f"{pairs[-1][1]:.1f} ms", flush=True)
     finally:
         evict(lib)  # leave it as page faults leave it
         resident(env.python, f"import {module}")
@@ -155,6 +202,11 @@ def main(argv: list[str] | None = None) -> int:
     anon = [g["RssAnon"] for v in imported.values() for g in v]
     print(f"read whole maps {med['read whole'] - med['faulted in']:+.0f} MiB of files against "
           f"faulted in; anonymous memory {min(anon)}-{max(anon)} MiB in every state")
+    if pairs:
+        ratio = statistics.median(w / f for f, w in pairs)
+        slower = sum(w > f for f, w in pairs)
+        print(f"training step, read whole against faulted in: median ratio {ratio:.3f}, "
+              f"slower in {slower} of {len(pairs)} pairs")
     return 0
 
 

@@ -455,6 +455,12 @@ def test_the_page_cache_bench_reads_resident_memory_by_kind(tmp_path):
         assert got["RssAnon"] - base["RssAnon"] < 16, (got, base)
     with pytest.raises(RuntimeError, match="failed"):
         pc.resident(sys.executable, "raise SystemExit(3)")
+    # the timed step is MXNet gluon's: asked of another framework, it says so before
+    # touching any cache
+    for bad in (["--speed", "2", "--framework", "torch"], ["--speed", "-1"]):
+        with pytest.raises(SystemExit) as e:
+            pc.main(bad)
+        assert e.value.code == 2, bad
 
 
 def test_short_interleaved_turns_record_tree_memory(monkeypatch):
