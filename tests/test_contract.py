@@ -217,6 +217,20 @@ def test_the_memory_check_refuses_what_the_kernel_killed_and_keeps_every_run_tha
             served += 1
         con.close()
     assert served > 250, served
+    # where the telemetry stored anonymous memory (since 2026-12-07: cori2017-emulated-own
+    # r7), MXNet's scheduler holds 40-50 MiB of its own; the rest of its ~110 MiB resident
+    # is libmxnet.so's mapped pages, which move with the page cache's state
+    # (bench/page_cache_rss.py), so the estimate's per-process term covers both
+    own = []
+    for db in sorted(measured.glob("*/r*.db")):
+        con = sqlite3.connect(f"{db.as_uri()}?mode=ro&immutable=1", uri=True)
+        if "anon_bytes" in {r[1] for r in con.execute("PRAGMA table_info(telemetry)")}:
+            own += con.execute("SELECT max(anon_bytes), max(rss_bytes) FROM telemetry WHERE "
+                               "tag LIKE 'scheduler%' AND anon_bytes IS NOT NULL "
+                               "GROUP BY run_id").fetchall()
+        con.close()
+    assert len(own) >= 18, own
+    assert all(40 * 2**20 < a < 50 * 2**20 and r - a > 50 * 2**20 for a, r in own), own
     big = spec(framework="mxnet", strategy="ps-sync", model="alexnet", image_size=64,
                nodes=8, ps=4)
     assert estimated_run_bytes(big) - estimated_worker_bytes(big) * 8 > 2.5 * 2**30
