@@ -78,6 +78,33 @@ def test_manifest_names_versions_and_settings(all_envs, framework):
     assert rank0["framework_version"] == all_envs[framework].info()["version"]
     assert rank0["settings"]["threads"] >= 1
     assert rec.row["manifest_json"]["host"]["cores"] >= 1
+    # the kernel's memory policy beside it, as this machine reads it now
+    policy = rec.row["manifest_json"]["host"]["memory_policy"]
+    assert policy.get("thp") in (None, "always", "madvise", "never"), policy
+
+
+def test_the_memory_policy_reads_thp_and_running_damon_schemes(tmp_path):
+    """memory_policy over a /sys laid out as the kernel lays it out: the bracketed THP
+    choices, and the actions of the DAMON daemons that are on (an idle one's are not
+    running); a kernel without either gives what it has."""
+    from harness.manifest import memory_policy
+
+    mm = tmp_path / "kernel" / "mm"
+    (mm / "transparent_hugepage").mkdir(parents=True)
+    (mm / "transparent_hugepage" / "enabled").write_text("always [madvise] never\n")
+    (mm / "transparent_hugepage" / "defrag").write_text(
+        "always defer defer+madvise [madvise] never\n")
+    for k, state, actions in (("0", "on", ["pageout", "lru_prio"]), ("1", "off", ["stat"])):
+        for i, action in enumerate(actions):
+            d = mm / "damon" / "admin" / "kdamonds" / k / "contexts" / "0" / "schemes" / str(i)
+            d.mkdir(parents=True)
+            (d / "action").write_text(action + "\n")
+        (mm / "damon" / "admin" / "kdamonds" / k / "state").write_text(state + "\n")
+    assert memory_policy(tmp_path) == {"thp": "madvise", "thp_defrag": "madvise",
+                                       "damon_schemes": ["pageout", "lru_prio"]}
+    (mm / "transparent_hugepage" / "enabled").unlink()
+    assert memory_policy(tmp_path)["damon_schemes"] == ["pageout", "lru_prio"]
+    assert memory_policy(tmp_path / "none") == {}
 
 
 @pytest.mark.parametrize("framework, auto, explicit", [
