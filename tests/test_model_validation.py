@@ -1053,6 +1053,7 @@ NOT_OK_RUNS = {
 
 @pytest.mark.parametrize("experiment, flags, folder, runs", [
     ("shi2017-emulated.toml", {"framework": "mxnet"}, "shi2017-emulated-mxnet-repeats", 15),
+    ("shi2017-emulated.toml", {"framework": "mxnet"}, "shi2017-emulated-mxnet-intel", 15),
     ("shi2017-emulated-headroom.toml", {}, "shi2017-emulated-headroom-repeats", 15),
     ("shi2017-emulated.toml", {"framework": "torch"}, "shi2017-emulated-torch-repeats", 15),
     ("scaling-emulated-tf-jax-hepcnn.toml", {}, "scaling-emulated-tf-jax-hepcnn-repeats", 8),
@@ -1080,9 +1081,10 @@ def test_the_shipped_repeats_are_the_experiments_runs(experiment, flags, folder,
                                                flags).runs}
     assert len(want) == runs
     dbs = repeat_dbs(folder)
-    assert [db.name for db in dbs] == [f"r{i}.db" for i in range(1, len(dbs) + 1)], dbs
     assert dbs
-    for i, db in enumerate(dbs, 1):
+    first = int(dbs[0].stem[1:])  # a machine's folder goes on from the set's numbering
+    assert [db.name for db in dbs] == [f"r{i}.db" for i in range(first, first + len(dbs))], dbs
+    for i, db in enumerate(dbs, first):
         con = sqlite3.connect(f"{db.as_uri()}?mode=ro&immutable=1", uri=True)
         stored = dict(con.execute("SELECT config_hash, status FROM runs"))
         con.close()
