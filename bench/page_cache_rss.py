@@ -79,14 +79,20 @@ def write_copy(src: Path, dst: Path) -> None:
         shutil.copyfileobj(fi, fo, CHUNK)
 
 
-def resident(python: str, code: str, env: dict[str, str] | None = None) -> dict[str, int]:
-    """Resident memory by kind, MiB, of a fresh `python -c code` at its end."""
-    out = subprocess.run([python, "-c", code + "\n" + REPORT], capture_output=True,
-                         text=True, timeout=300, env=env, cwd=tempfile.gettempdir())
+def _child(python: str, code: str, **kw) -> str:
+    """The stdout of a fresh `python -c code` run from the temporary folder; its stderr's
+    end in the error when it fails."""
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=600,
+                         cwd=tempfile.gettempdir(), **kw)
     if out.returncode != 0:
         raise RuntimeError(f"{python} -c ... failed ({out.returncode}): "
                            f"{out.stderr.strip()[-800:]}")
-    kb = json.loads(out.stdout.strip().splitlines()[-1])
+    return out.stdout
+
+
+def resident(python: str, code: str) -> dict[str, int]:
+    """Resident memory by kind, MiB, of a fresh `python -c code` at its end."""
+    kb = json.loads(_child(python, code + "\n" + REPORT).strip().splitlines()[-1])
     return {k: v // 1024 for k, v in kb.items()}
 
 
@@ -107,13 +113,9 @@ STEP = ("import time\nimport mxnet as mx\nfrom mxnet import autograd, gluon, nd\
 def step_ms(python: str) -> float:
     """One fresh process's median training step, ms, on one thread of the last core."""
     last = max(os.sched_getaffinity(0))
-    out = subprocess.run([python, "-c", STEP], capture_output=True, text=True, timeout=600,
-                         cwd=tempfile.gettempdir(), preexec_fn=lambda: os.sched_setaffinity(
-                             0, {last}), env={**os.environ, "OMP_NUM_THREADS": "1"})
-    if out.returncode != 0:
-        raise RuntimeError(f"the training step failed ({out.returncode}): "
-                           f"{out.stderr.strip()[-800:]}")
-    return float(out.stdout.split()[-1])
+    out = _child(python, STEP, preexec_fn=lambda: os.sched_setaffinity(0, {last}),
+                 env={**os.environ, "OMP_NUM_THREADS": "1"})
+    return float(out.split()[-1])
 
 
 def library_of(package: Path) -> Path:
