@@ -289,7 +289,7 @@ def resources(ok: list[dict]) -> Table:
              "there, an upper bound (shared pages counted in each process). Anonymous: the "
              "tree's heap and tensors at the same scans, no file's pages: RSS and PSS also "
              "count the framework libraries' mapped pages, and how many of those a process "
-             "maps moves with how the file entered the page cache (79 MiB per MXNet process "
+             "maps moves with how the file entered the page cache (78 MiB per MXNet process "
              "on one machine; python -m bench.page_cache_rss), so compare machines by this "
              "column (empty for runs stored before 2026-12-07). CPU: "
              "mean cores busy per worker tree. GPU columns come from NVML on GPU hosts.")
