@@ -904,21 +904,31 @@ def test_the_replicated_sweep_judged_on_each_replicate(tmp_path):
         assert sum(w[j][s][2] for w in want for j in (0, 1, 2)) == single_passes
 
 
-def test_the_cori_replicated_sweep_judged_on_each_replicate(tmp_path):
-    """harness/perfmodel/README.md, "cori2017-emulated, its small runs replicated": one sweep on
-    the AMD VM (30 runs), dist_sync judged on its median replicates and on each replicate alone:
-    FAIL every way, the median replicates' median |error| (10.6%) the lowest but one and
-    below the single replicates' median (12.0%); with the request term it PASSES."""
+@pytest.mark.parametrize("folder, want", [
+    # the AMD VM: FAIL every way, the median replicates' median |error| (10.6%) the lowest
+    # but one and below the single replicates' median (12.0%); with the request term it
+    # PASSES
+    ("cori2017-emulated-replicated-repeats",
+     {None: (10.6, 23.7, False), 0: (13.2, 28.5, False), 1: (12.0, 24.0, False),
+      2: (5.5, 29.0, False), "requests": (8.4, 15.3, True), "packet": (10.3, 22.0, False)}),
+    # the Intel VM, out of sample: the median replicates PASS where every replicate alone
+    # fails (the small runs' replicates spread up to 2x); the request term fails it
+    ("cori2017-emulated-replicated-intel",
+     {None: (6.5, 19.1, True), 0: (14.6, 36.9, False), 1: (6.7, 37.1, False),
+      2: (17.4, 58.6, False), "requests": (9.3, 36.9, False), "packet": (4.8, 17.3, True)}),
+])
+def test_the_cori_replicated_sweep_judged_on_each_replicate(tmp_path, folder, want):
+    """harness/perfmodel/README.md, "cori2017-emulated, its small runs replicated" and "The
+    same on the Intel VM": one sweep on each VM (30 runs), dist_sync judged on its median
+    replicates, on each replicate alone and with each optional term."""
     from harness.perfmodel import holdout
 
-    (db,) = shipped_copies(tmp_path, "cori2017-emulated-replicated-repeats")
-    F = False
-    want = {None: (10.6, 23.7, F), 0: (13.2, 28.5, F), 1: (12.0, 24.0, F), 2: (5.5, 29.0, F),
-            "requests": (8.4, 15.3, True)}
+    (db,) = shipped_copies(tmp_path, folder)
     with Store(db) as store:
         got = {}
-        for j in (None, 0, 1, 2, "requests"):
+        for j in (None, 0, 1, 2, "requests", "packet"):
             v = (holdout.validate(store, requests=True) if j == "requests" else
+                 holdout.validate(store, packet_work=True) if j == "packet" else
                  holdout.validate(store, replicate=j)).by_strategy()["ps-sync"]
             assert v["n"] == 12
             got[j] = (round(100 * v["median"], 1), round(100 * v["worst"], 1), v["pass"])
@@ -1057,7 +1067,9 @@ NOT_OK_RUNS = {
     ("shi2017-emulated-headroom.toml", {}, "shi2017-emulated-headroom-repeats", 15),
     ("shi2017-emulated.toml", {"framework": "torch"}, "shi2017-emulated-torch-repeats", 15),
     ("scaling-emulated-tf-jax-hepcnn.toml", {}, "scaling-emulated-tf-jax-hepcnn-repeats", 8),
+    ("scaling-emulated-tf-jax-hepcnn.toml", {}, "scaling-emulated-tf-jax-hepcnn-intel", 8),
     ("scaling-emulated-hepcnn-torch.toml", {}, "scaling-emulated-hepcnn-torch-repeats", 8),
+    ("scaling-emulated-hepcnn-torch.toml", {}, "scaling-emulated-hepcnn-torch-intel", 8),
     ("scaling-emulated-hepcnn-horovod.toml", {}, "scaling-emulated-hepcnn-horovod-repeats", 8),
     ("scaling-emulated-tf-cnn.toml", {}, "scaling-emulated-tf-cnn-repeats", 10),
     ("shi2017-emulated.toml", {"framework": "tensorflow"}, "shi2017-emulated-tensorflow-repeats",
@@ -1065,6 +1077,7 @@ NOT_OK_RUNS = {
     ("scaling-emulated-ps-async.toml", {}, "scaling-emulated-ps-async-repeats", 14),
     ("scaling-emulated-ps-replicated.toml", {}, "scaling-emulated-ps-replicated-repeats", 26),
     ("cori2017-emulated-replicated.toml", {}, "cori2017-emulated-replicated-repeats", 30),
+    ("cori2017-emulated-replicated.toml", {}, "cori2017-emulated-replicated-intel", 30),
     ("ps-pieces-emulated.toml", {}, "ps-pieces-emulated-repeats", 30),
 ])
 def test_the_shipped_repeats_are_the_experiments_runs(experiment, flags, folder, runs):
@@ -1174,25 +1187,20 @@ def test_the_readmes_tf_cnn_rows_recompute_and_need_the_1_host_runs(tmp_path):
     assert round(100 * med["worst"], 1) == 21.5, med
 
 
-def test_the_readmes_hepcnn_side_by_side_table_recomputes(tmp_path):
-    """Every cell of the table of HEP-CNN's curves (harness/perfmodel/README.md, "HEP-CNN's
-    curves, four frameworks": four frameworks' strategies, Horovod in three of them, on the
-    same hosts and link, three repeats each): the range over the repeats of the 1-worker step, the
-    time beyond it at 2 workers, images/s and efficiency at 8 hosts, as the two shipped sets'
-    databases give them (each end within rounding)."""
-    from pathlib import Path
+#: the rows of the side-by-side tables of HEP-CNN's curves (harness/perfmodel/README.md)
+HEPCNN_ROWS = {"TensorFlow MultiWorkerMirrored": ("tensorflow", "allreduce"),
+               "PyTorch DDP": ("torch", "allreduce"), "JAX pmean (gloo)": ("jax", "allreduce"),
+               "PyTorch Horovod": ("torch", "horovod"), "MXNet Horovod": ("mxnet", "horovod"),
+               "TensorFlow Horovod": ("tensorflow", "horovod")}
 
+
+def _hepcnn_side_by_side(tmp_path, folders: tuple[str, ...]) -> dict:
+    """Each curve's 1-worker step, time beyond it at 2 workers, images/s and efficiency at
+    8 hosts, one value per shipped repeat."""
     from harness import scaling
 
-    root = Path(__file__).resolve().parent.parent
-    rows = {"TensorFlow MultiWorkerMirrored": ("tensorflow", "allreduce"),
-            "PyTorch DDP": ("torch", "allreduce"), "JAX pmean (gloo)": ("jax", "allreduce"),
-            "PyTorch Horovod": ("torch", "horovod"), "MXNet Horovod": ("mxnet", "horovod"),
-            "TensorFlow Horovod": ("tensorflow", "horovod")}
-    cells: dict[tuple, list[list[float]]] = {k: [[], [], [], []] for k in rows.values()}
-    for folder in ("scaling-emulated-tf-jax-hepcnn-repeats",
-                   "scaling-emulated-hepcnn-torch-repeats",
-                   "scaling-emulated-hepcnn-horovod-repeats"):
+    cells: dict[tuple, list[list[float]]] = {k: [[], [], [], []] for k in HEPCNN_ROWS.values()}
+    for folder in folders:
         for db in shipped_copies(tmp_path, folder):
             with Store(str(db)) as store:
                 runs = store.runs("WHERE status = 'ok'")
@@ -1204,13 +1212,50 @@ def test_the_readmes_hepcnn_side_by_side_table_recomputes(tmp_path):
                 c[1].append(1e3 * (two["t_iter_s"] - one["t_iter_s"]))
                 c[2].append(eight["images_per_s"])
                 c[3].append(100 * scaling.efficiency(eight, scaling.baseline(runs, eight)))
-    readme = (root / "harness" / "perfmodel" / "README.md").read_text()
-    for name, key in rows.items():
-        line = next(ln for ln in readme.splitlines() if ln.startswith(f"| {name} |"))
+    return cells
+
+
+def _table_rows_after(marker: str) -> dict[str, str]:
+    """The rows of the first table after `marker` in harness/perfmodel/README.md, by name."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "harness" / "perfmodel" /
+              "README.md").read_text()
+    lines = readme[readme.index(marker):].splitlines()
+    first = next(i for i, ln in enumerate(lines) if ln.startswith("|"))
+    rows = {}
+    for ln in lines[first:]:
+        if not ln.startswith("|"):
+            break
+        rows[ln.split("|")[1].strip()] = ln
+    return rows
+
+
+@pytest.mark.parametrize("marker, folders, repeats", [
+    # the AMD VM, 2026-12-03: six curves, three repeats each
+    ("**HEP-CNN's curves, four frameworks**",
+     ("scaling-emulated-tf-jax-hepcnn-repeats", "scaling-emulated-hepcnn-torch-repeats",
+      "scaling-emulated-hepcnn-horovod-repeats"), 3),
+    # the Intel VM, 2026-12-07: the four curves of TensorFlow, PyTorch and JAX, twice
+    ("**HEP-CNN's curves on the Intel VM**",
+     ("scaling-emulated-tf-jax-hepcnn-intel", "scaling-emulated-hepcnn-torch-intel"), 2),
+])
+def test_the_readmes_hepcnn_side_by_side_table_recomputes(tmp_path, marker, folders, repeats):
+    """Every cell of a table of HEP-CNN's curves (harness/perfmodel/README.md, "HEP-CNN's
+    curves, four frameworks" and "HEP-CNN's curves on the Intel VM": each framework's
+    strategies on the same hosts and link): the range over the repeats of the 1-worker
+    step, the time beyond it at 2 workers, images/s and efficiency at 8 hosts, as the
+    shipped sets' databases give them (each end within rounding)."""
+    cells = _hepcnn_side_by_side(tmp_path, folders)
+    table = _table_rows_after(marker)
+    names = [name for name, key in HEPCNN_ROWS.items() if cells[key][0]]
+    assert sorted(names) == sorted(n for n in table if n in HEPCNN_ROWS), table
+    for name in names:
+        line = table[name]
         ranges = re.findall(r"(\d+)-(\d+)", line)
         assert len(ranges) == 4, line
-        for (lo, hi), values in zip(ranges, cells[key]):
-            assert len(values) == 3
+        for (lo, hi), values in zip(ranges, cells[HEPCNN_ROWS[name]]):
+            assert len(values) == repeats
             assert abs(min(values) - int(lo)) <= 0.6 and abs(max(values) - int(hi)) <= 0.6, \
                 (name, lo, hi, values)
 
