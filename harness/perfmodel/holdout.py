@@ -145,6 +145,10 @@ class Result:
     #: configurations measured more than once in the sweep (harness/replicates.py), each
     #: used as its median replicate: what the replicates measured
     replicated: list[str] = field(default_factory=list)
+    #: those whose replicates spread wider than the worst-error target (slowest / fastest
+    #: - 1 above TARGET_WORST): one replicate alone could move a prediction past it, quiet
+    #: probes or not (the Intel VM's cori2017-emulated-replicated r2: 1.3-3x)
+    wide_replicates: list[str] = field(default_factory=list)
 
     def by_strategy(self) -> dict[str, dict[str, float | bool]]:
         out: dict[str, dict[str, float | bool]] = {}
@@ -532,6 +536,10 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False,
         + ", ".join(f"{t * 1e3:.0f}" for t in r["replicates_t_iter"])
         + f" ms), replicate {replicates.replicate_of(r)} used ({r['replicate_chosen']})"
         for r in runs if r.get("replicates_t_iter")]
+    result.wide_replicates = [
+        f"{_label(r)} {max(ts) / min(ts) - 1:.1%}" for r in runs
+        if r["workers"] <= FIT_MAX_WORKERS and len(ts := r.get("replicates_t_iter") or []) > 1
+        and max(ts) / min(ts) - 1 > TARGET_WORST]
     result.traffic = [t for t in map(traffic.check, runs) if t is not None]
     result.bottlenecks = [b for b in map(bottleneck.check, runs) if b is not None]
     result.rank_paces = [p for p in (paces.check(store, r) for r in runs) if p is not None]
@@ -797,6 +805,12 @@ def table(result: Result) -> str:
                      f"{TARGET_WORST:.0%}) over {v['n']} held-out run(s): "
                      + ("PASS" if v["pass"] else "FAIL"))
     lines += disturbed_notes(any(r.disturbed for r in result.rows), result.disturbed_fits)
+    if result.wide_replicates:
+        lines.append(f"fitted on configurations whose replicates spread more than "
+                     f"{TARGET_WORST:.0%} (slowest / fastest - 1; "
+                     f"{len(result.wide_replicates)}): "
+                     + "; ".join(result.wide_replicates)
+                     + ": one replicate alone would be a draw; the fit takes their median")
     lines.append("")
     lines.append(f"fitted only on runs with <= {FIT_MAX_WORKERS} workers (links pooled per "
                  "link family" + ("" if result.pooled else "; used only by curves without a "
