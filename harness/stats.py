@@ -24,6 +24,13 @@ def error_medians(errors: list[float]) -> tuple[float, float]:
     return median([abs(e) for e in errors]), median(errors)
 
 
+def spread(xs: list[float]) -> float:
+    """Slowest / fastest - 1 of one configuration's measured times (its replicates in a
+    sweep, or its runs over repeats of the sweep): how far one draw of the machine alone
+    can be from another, in the units of a prediction's error (0.0 for fewer than two)."""
+    return max(xs) / min(xs) - 1 if len(xs) > 1 else 0.0
+
+
 def quantile(xs: list[float], q: float) -> float:
     """The q-quantile of xs, linear between ranks (0.0 for none)."""
     s = sorted(xs)

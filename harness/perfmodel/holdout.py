@@ -64,7 +64,7 @@ from harness.perfmodel.measured import compute_from_baseline
 from harness.perfmodel.predict import Compute, Scenario, ServerCost, predict
 from harness.perfmodel.validate import STRATEGY_MAP, asynchronous, scenario
 from harness.scaling import baseline
-from harness.stats import least_squares, median
+from harness.stats import least_squares, median, spread
 from harness.store import SYNTHETIC, Store
 from runners.emulated import ClusterError, rate_bits
 
@@ -142,6 +142,8 @@ class Result:
     #: the fitted (<= 2-worker) runs of the predicted curves that the probes flagged
     #: disturbed: a slow small run moves every prediction fitted on it
     disturbed_fits: list[str] = field(default_factory=list)
+    #: run_id -> label of every fitted (<= 2-worker) run of the predicted curves
+    fitted: dict[str, str] = field(default_factory=dict)
     #: configurations measured more than once in the sweep (harness/replicates.py), each
     #: used as its median replicate: what the replicates measured
     replicated: list[str] = field(default_factory=list)
@@ -537,9 +539,9 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False,
         + f" ms), replicate {replicates.replicate_of(r)} used ({r['replicate_chosen']})"
         for r in runs if r.get("replicates_t_iter")]
     result.wide_replicates = [
-        f"{_label(r)} {max(ts) / min(ts) - 1:.1%}" for r in runs
-        if r["workers"] <= FIT_MAX_WORKERS and len(ts := r.get("replicates_t_iter") or []) > 1
-        and max(ts) / min(ts) - 1 > TARGET_WORST]
+        f"{_label(r)} {spread(ts):.1%}" for r in runs
+        if r["workers"] <= FIT_MAX_WORKERS
+        and spread(ts := r.get("replicates_t_iter") or []) > TARGET_WORST]
     result.traffic = [t for t in map(traffic.check, runs) if t is not None]
     result.bottlenecks = [b for b in map(bottleneck.check, runs) if b is not None]
     result.rank_paces = [p for p in (paces.check(store, r) for r in runs) if p is not None]
@@ -758,9 +760,10 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False,
                 hostcpu.rank0(r, sc, compute) if "simulated_cpu_busy" in p.detail else None,
                 (p.detail["packet_share"], packetwork.share(r))
                 if "packet_share" in p.detail else None))
-    result.disturbed_fits = sorted({
-        _label(r) for curve, _, _ in plans if any(x["workers"] > FIT_MAX_WORKERS for x in curve)
-        for r in curve if r["workers"] <= FIT_MAX_WORKERS and noise.state(r) == "disturbed"})
+    fits = [r for curve, _, _ in plans if any(x["workers"] > FIT_MAX_WORKERS for x in curve)
+            for r in curve if r["workers"] <= FIT_MAX_WORKERS]
+    result.fitted = {r["run_id"]: _label(r) for r in fits}
+    result.disturbed_fits = sorted({_label(r) for r in fits if noise.state(r) == "disturbed"})
     if not result.rows:
         raise HoldoutError("no run with more than 2 workers could be predicted: "
                            + "; ".join(result.skipped))
