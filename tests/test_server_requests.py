@@ -54,7 +54,7 @@ def test_the_readmes_server_cpu_held_out_each_way(capsys):
     replicated experiment, 4 of each kind, better, and server-load-own a third time, 8,
     better; then cori2017-emulated-own a third time, 12, worse, shi2017-emulated's
     MXNet share, 6, and cori2017-emulated-replicated, 12: 23.4% -> 12.0%; and
-    cori2017-emulated twice, 12 each: 51.8% either way (the term not fitted), 9.5% -> 8.5%)."""
+    cori2017-emulated twice, 12 each: 51.8% with or without the term, 9.5% -> 8.5%)."""
     from bench import server_requests
 
     checks = [c for db in sorted(MEASURED.glob("*/*.db")) for c in server_requests.checks_of(db)]
