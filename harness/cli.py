@@ -136,8 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="run again configurations stored as failed or timed out")
     p_run.add_argument("--remeasure-disturbed", action="store_true",
                        help="measure again ok runs taken while the machine was disturbed (noise "
-                            "meter below 85%% of the sweep's usual best); each new row "
-                            "replaces the old one only once it is stored")
+                            "meter below 85%% of the sweep's usual best) and small runs (<= 2 "
+                            "workers) on a slow CPU (work meter: workers spent more than 1.3x "
+                            "their workload's usual CPU per step); each new row replaces the "
+                            "old one only once it is stored")
     p_run.add_argument("--verbose", "-v", action="store_true", help="stream worker output")
     p_run.add_argument("--ignore-memory-check", action="store_true",
                        help="run even when the cost model estimates more memory than this "
@@ -675,6 +677,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                                            args.container_engine, args.container_image))
         print(f"done: {summary.ok} ok, {summary.failed} failed, {summary.skipped} skipped, "
               f"{summary.reused} already stored")
+        if summary.slow_cpu:
+            from harness import workmeter
+
+            print(f"work meter: {len(summary.slow_cpu)} small run(s) read slow ("
+                  f"{workmeter.words()}): " + "; ".join(summary.slow_cpu)
+                  + ". The same command with --remeasure-disturbed measures them again")
         if args.csv:
             from harness import export
 

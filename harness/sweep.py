@@ -13,13 +13,14 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
 from frameworks import events, gate
+from frameworks.contract import RunSpec
 from frameworks.plan import slurm_mpi
-from harness import bottleneck, collect, envs, interleave, jobs, noise, repeat
+from harness import bottleneck, collect, envs, interleave, jobs, noise, repeat, workmeter
 from harness.experiment import Experiment
 from harness.jobs import slurm_context, slurm_plan, variant_for, worker_source_root
 from harness.manifest import host_manifest
@@ -54,6 +55,9 @@ class SweepSummary:
     reused: int = 0
     interrupted: bool = False
     signal: int = 2  # what interrupted it: SIGINT (Ctrl-C), SIGTERM or SIGHUP
+    #: the experiment's stored small runs the work meter reads slow, with its reading
+    #: (harness/workmeter.py): `dnnbench run --remeasure-disturbed` measures them again
+    slow_cpu: list[str] = field(default_factory=list)
 
 
 def _needed(specs: list, env: str) -> tuple[list[tuple[str, str]], set[tuple[str, str]]]:
@@ -198,8 +202,8 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
     sampled every `telemetry_interval_s` (0: off)."""
     stored = store.runs("WHERE experiment = ?", (exp.name,))
     done = {r["config_hash"]: r["status"] for r in stored}
-    disturbed = {r["config_hash"]: r["run_id"] for r in stored if r["status"] == "ok"
-                 and noise.state(r) == "disturbed"}
+    probed, slow = _suspects(stored)
+    disturbed = {**probed, **slow}
     keep = resumed(retry_failed)
     summary = SweepSummary()
     todo = [p for p in exp.runs if done.get(p.spec.config_hash()) not in keep
@@ -218,8 +222,10 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
         hint = (f" ({failed} of them failed: add --retry-failed to measure them again)"
                 if failed and not retry_failed else "")
         if disturbed and not remeasure_disturbed:
-            hint += (f" ({len(disturbed)} measured while the machine was disturbed: add "
-                     "--remeasure-disturbed to measure them again)")
+            said = ([f"{len(probed)} measured while the machine was disturbed"] if probed
+                    else []) + ([f"{len(slow)} small on a slow CPU (the work meter)"]
+                                if slow else [])
+            hint += f" ({', '.join(said)}: add --remeasure-disturbed to measure them again)"
         prog.note(f"resuming {exp.name}: {summary.reused} of {len(exp.runs)} runs already "
                   f"stored{hint}, {len(todo)} to go")
     ctx = _SweepContext(exp, store, environments, images, slurm_options, stream_output,
@@ -241,7 +247,22 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
     finally:
         if ctx.used_cluster:  # a cluster this sweep created goes away with it, once unused
             emulated.release(take_down=ctx.made_cluster)
+    rows = [r for r in store.runs("WHERE experiment = ?", (exp.name,)) if r["status"] == "ok"]
+    ratio = workmeter.slow_small(rows)
+    summary.slow_cpu = sorted(
+        f"{describe(RunSpec.from_json(r['spec_json']))} {ratio[r['run_id']]:.2f}x"
+        for r in rows if r["run_id"] in ratio)
     return summary
+
+
+def _suspects(stored: list[dict]) -> tuple[dict[str, str], dict[str, str]]:
+    """config_hash -> run_id of the ok runs to measure again: those the probes read
+    disturbed (harness/noise.py), and the small ones the work meter reads slow
+    (harness/workmeter.py), which the probes do not see."""
+    ok = [r for r in stored if r["status"] == "ok"]
+    slow = workmeter.slow_small(ok)
+    return ({r["config_hash"]: r["run_id"] for r in ok if noise.state(r) == "disturbed"},
+            {r["config_hash"]: r["run_id"] for r in ok if r["run_id"] in slow})
 
 
 class _SweepContext:

@@ -159,7 +159,7 @@ PARALLEL_MODULES = {
     "test_perfmodel", "test_worker_cost", "test_hardening", "test_contract",
     "test_experiment", "test_cost_model", "test_stats", "test_findings", "test_scaling",
     "test_serverload", "test_fuzz_input", "test_cells", "test_replicates", "test_bottleneck",
-    "test_scoreboard", "test_doc_references"}
+    "test_scoreboard", "test_doc_references", "test_workmeter"}
 
 
 def pytest_collection_modifyitems(config, items):

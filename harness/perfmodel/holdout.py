@@ -58,7 +58,7 @@ from dataclasses import dataclass, field, replace
 
 from frameworks.contract import PS_STRATEGIES
 from frameworks.plan import layout_note, ps_layout
-from harness import bottleneck, noise, replicates
+from harness import bottleneck, noise, replicates, workmeter
 from harness.perfmodel import hostcpu, network, paces, packetwork, servercost, traffic, workercost
 from harness.perfmodel.measured import compute_from_baseline
 from harness.perfmodel.predict import Compute, Scenario, ServerCost, predict
@@ -151,6 +151,10 @@ class Result:
     #: - 1 above TARGET_WORST): one replicate alone could move a prediction past it, quiet
     #: probes or not (the Intel VM's cori2017-emulated-replicated r2: 1.3-3x)
     wide_replicates: list[str] = field(default_factory=list)
+    #: the fitted (<= 2-worker) runs whose workers spent more than workmeter.SLOW times
+    #: their workload's usual CPU per step in the sweep, with that multiple: the same work
+    #: on a slow CPU, which the probes do not see (the Intel VM's cori2017-emulated r6)
+    slow_fits: list[str] = field(default_factory=list)
 
     def by_strategy(self) -> dict[str, dict[str, float | bool]]:
         out: dict[str, dict[str, float | bool]] = {}
@@ -523,7 +527,8 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False,
     if experiment:
         where += " AND experiment = ?"
         params = (experiment,)
-    stored = replicates.medians(store.runs(where, params), prefer=replicate)
+    raw = store.runs(where, params)
+    stored = replicates.medians(raw, prefer=replicate)
     runs = [r for r in stored if _modelled(r) or r["workers"] == 1]
     # larger runs of a strategy the model has no step for, named rather than dropped
     unmodelled = sorted({f"{_label(r)}: {_unmodelled(r)}" for r in stored
@@ -764,6 +769,10 @@ def validate(store: Store, experiment: str | None = None, pooled: bool = False,
             for r in curve if r["workers"] <= FIT_MAX_WORKERS]
     result.fitted = {r["run_id"]: _label(r) for r in fits}
     result.disturbed_fits = sorted({_label(r) for r in fits if noise.state(r) == "disturbed"})
+    meter = workmeter.ratios(raw)
+    result.slow_fits = [f"{_label(r)} {meter[r['run_id']]:.2f}x"
+                        for r in sorted(fits, key=_label)
+                        if meter.get(r["run_id"], 0.0) > workmeter.SLOW]
     if not result.rows:
         raise HoldoutError("no run with more than 2 workers could be predicted: "
                            + "; ".join(result.skipped))
@@ -780,10 +789,26 @@ def disturbed_notes(marked: bool, fits: list[str]) -> list[str]:
     out = [f"* the measured run's probes read the machine disturbed (below "
            f"{noise.DISTURBED:.0%} of the sweep's usual best): its error may be the "
            "machine's"] if marked else []
-    if fits:
-        out.append(f"fitted from runs the probes read disturbed ({len(fits)}): "
-                   + "; ".join(fits))
-    return out
+    return out + fits_note("from runs the probes read disturbed", fits)
+
+
+def fits_note(which: str, fits: list[str], how: str = "", then: str = "") -> list[str]:
+    """One line naming the fitted runs a verdict rests on that something marks as a poor
+    draw of the machine (`which`: what marks them; `how`: how it was measured, before
+    their count; `then`: what it means), or none: the verdict stands as measured, and
+    every prediction fitted on them moves with them."""
+    if not fits:
+        return []
+    return [f"fitted {which} ({how}{len(fits)}): " + "; ".join(fits)
+            + (f": {then}" if then else "")]
+
+
+def slow_fits_note(fits: list[str]) -> list[str]:
+    """The work meter's line (harness/workmeter.py) for the fitted runs it reads slow."""
+    return fits_note(f"on runs whose workers spent more than {workmeter.SLOW:.1f}x their "
+                     "workload's usual CPU per step in the sweep", fits, "its median; ",
+                     "the same work on a slow CPU, which the probes do not see; measure "
+                     "them again")
 
 
 def table(result: Result) -> str:
@@ -808,12 +833,10 @@ def table(result: Result) -> str:
                      f"{TARGET_WORST:.0%}) over {v['n']} held-out run(s): "
                      + ("PASS" if v["pass"] else "FAIL"))
     lines += disturbed_notes(any(r.disturbed for r in result.rows), result.disturbed_fits)
-    if result.wide_replicates:
-        lines.append(f"fitted on configurations whose replicates spread more than "
-                     f"{TARGET_WORST:.0%} (slowest / fastest - 1; "
-                     f"{len(result.wide_replicates)}): "
-                     + "; ".join(result.wide_replicates)
-                     + ": one replicate alone would be a draw; the fit takes their median")
+    lines += fits_note(f"on configurations whose replicates spread more than "
+                       f"{TARGET_WORST:.0%}", result.wide_replicates, "slowest / fastest - 1; ",
+                       "one replicate alone would be a draw; the fit takes their median")
+    lines += slow_fits_note(result.slow_fits)
     lines.append("")
     lines.append(f"fitted only on runs with <= {FIT_MAX_WORKERS} workers (links pooled per "
                  "link family" + ("" if result.pooled else "; used only by curves without a "

@@ -168,12 +168,14 @@ def table(rep: Repeats) -> str:
                       + f"{row.error:>+7.1%}{holdout.DISTURBED_MARK[row.disturbed]}").rstrip())
     marked = any(e is not None and e[1] for errs in errors.values() for e in errs)
     lines += holdout.disturbed_notes(marked, [])
-    if rep.wide_fits:
-        lines.append(f"fitted on configurations whose runs spread more than "
-                     f"{holdout.TARGET_WORST:.0%} over the repeats (slowest / fastest - 1; "
-                     f"{len(rep.wide_fits)}): " + "; ".join(rep.wide_fits)
-                     + ": each repeat alone fits on one draw of them; the median sweep "
-                     "takes their (lower) median")
+    lines += holdout.fits_note(
+        f"on configurations whose runs spread more than {holdout.TARGET_WORST:.0%} over "
+        "the repeats", rep.wide_fits, "slowest / fastest - 1; ",
+        "each repeat alone fits on one draw of them; the median sweep takes their (lower) "
+        "median")
+    for name, res in zip(names, rep.each):
+        if not isinstance(res, str) and res.slow_fits:
+            lines += [f"{name}: " + ln for ln in holdout.slow_fits_note(res.slow_fits)]
     lines.append("")
     med = rep.median.by_strategy()
     alone = [res if isinstance(res, str) else res.by_strategy() for res in rep.each]
