@@ -18,7 +18,7 @@ from typing import Any
 
 from frameworks.contract import PS_STRATEGIES, SUPPORT
 from frameworks.plan import layout_note, ps_layout
-from harness import noise, repeat, verdicts
+from harness import noise, repeat, verdicts, workmeter
 from harness.commbench import fit as comm_fit
 from harness.perfmodel import validate
 from harness.perfmodel.placement import place
@@ -486,6 +486,10 @@ def holdout(result: Any) -> Table:
              + (f"Fitted from runs the probe read disturbed: "
                 f"{'; '.join(result.disturbed_fits)}. " if result and result.disturbed_fits
                 else "")
+             + (f"Fitted from runs the work meter read slow (their workers spent more than "
+                f"{workmeter.SLOW:.1f}x their workload's usual CPU per step: a slow CPU the "
+                f"probe does not see): {'; '.join(result.slow_fits)}. "
+                if result and result.slow_fits else "")
              + "; ".join(f"link {k}: {v}" for k, v in (result.links if result else {}).items()))
     from harness.perfmodel.holdout import bound_text
 
