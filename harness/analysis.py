@@ -327,8 +327,15 @@ def scaling(ok: list[dict], checks: list[validate.Check]) -> Table:
              "such as Horovod's negotiation, loaded the probe) and the cores the group's idle "
              "members took during the run's trials, where above 10% of its own. Bound by: "
              "across emulated hosts, the busiest host's CPU over its quota and its wire over "
-             "the link's rate, measured (the table 'What bound the step').")
+             "the link's rate, measured (the table 'What bound the step'). Slow CPU: the "
+             f"work meter (harness/workmeter.py): a run with <= {workmeter.SMALL_WORKERS} "
+             "parameter-server workers whose workers spent more than "
+             f"{workmeter.SLOW:.1f}x their workload's usual CPU per step in the sweep did "
+             "the same work on a slow CPU, which the probe does not see, and where that "
+             "run is the 1-worker baseline every efficiency of its curve is too high "
+             "(dnnbench run --remeasure-disturbed measures it again).")
     pred = {c.run_id: c for c in checks}
+    slow = workmeter.slow_small(ok)
     comm = {}
     for r in ok:
         if r["mode"] == "breakdown" and r["workers"] > 1:
@@ -347,8 +354,20 @@ def scaling(ok: list[dict], checks: list[validate.Check]) -> Table:
                                     r["image_size"], r["strategy"], r["workers"])) or 0) * 1e3
             or None,
             "predicted_eff_pct": c.predicted_eff * 100 if c and c.predicted_eff else None,
-            "bound": _bound(r), "machine": noise.describe(r), "_row": r, "_base": base})
+            "bound": _bound(r), "machine": _machine(r, base, slow), "_row": r,
+            "_base": base})
     return t
+
+
+def _machine(r: dict, base: dict | None, slow: dict[str, float]) -> str:
+    """The noise meter's words for a run, and the work meter's where it reads the run or
+    its 1-worker baseline slow (a slow baseline moves the whole curve's efficiency)."""
+    words = [noise.describe(r)]
+    if r["run_id"] in slow:
+        words.append(f"slow CPU (work meter {slow[r['run_id']]:.2f}x)")
+    if base and base["run_id"] in slow:
+        words.append(f"1-worker baseline on a slow CPU (work meter {slow[base['run_id']]:.2f}x)")
+    return "; ".join(w for w in words if w)
 
 
 def _bound(r: dict) -> str:

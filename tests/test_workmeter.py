@@ -192,3 +192,23 @@ def test_r6_with_its_suspect_runs_measured_again_passes(tmp_path):
     v = res.by_strategy()["ps-sync"]
     assert v["pass"] and (round(100 * v["median"], 1), round(100 * v["worst"], 1)) == (5.1, 22.8)
     assert not res.slow_fits
+
+
+def test_the_reports_scaling_table_says_which_runs_the_meter_reads_slow(tmp_path):
+    """The report's scaling table, machine column: of r6's three small runs the meter
+    reads slow, the 2-worker one says so with its reading, and every multi-worker run says
+    that its 1-worker baseline is one (its efficiency rests on it)."""
+    from harness import analysis
+
+    (db,) = shipped_copies(tmp_path, "cori2017-emulated-intel", ("r6.db",))
+    with Store(db) as store:
+        ok = store.runs("WHERE status = 'ok'")
+    t = analysis.scaling(ok, [])
+    said = {(r["model"], r["_row"]["ps"], r["workers"]): r["machine"] for r in t.rows
+            if "work meter" in r["machine"]}
+    base = "1-worker baseline on a slow CPU (work meter {})"
+    assert len(t.rows) == len(said) == 16  # every curve's baseline is its model's x1 run
+    assert said[("hepcnn", 4, 8)] == base.format("1.32x")
+    assert said[("resnet50", 1, 2)] == "slow CPU (work meter 1.50x); " + base.format("2.52x")
+    assert said[("resnet50", 1, 4)] == "disturbed: measure again; " + base.format("2.52x")
+    assert "Slow CPU: the work meter" in t.note
