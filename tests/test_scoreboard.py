@@ -78,7 +78,7 @@ def test_repeats_are_judged_together_only_when_one_machine_measured_them(tmp_pat
     assert names("shi2017-emulated-mxnet-intel") == [["r4"]]
     assert names("scaling-emulated-ps-replicated-intel") == [["r8"]]
     assert names("cori2017-emulated-replicated-intel") == [["r2"]]
-    assert names("cori2017-emulated-intel") == [["r6", "r7"]]
+    assert names("cori2017-emulated-intel") == [["r6", "r7", "r8"]]
     assert names("scaling-emulated-hepcnn-torch-intel") == [["r4", "r5"]]
     assert names("scaling-emulated-tf-jax-hepcnn-intel") == [["r4", "r5"]]
     assert scoreboard.machine_of(MEASURED / "server-load-own-intel" / "r7.db") == (
