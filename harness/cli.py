@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from frameworks.contract import SUPPORT
+from harness import noise, workmeter
 from harness.cli_input import (
     MAX_SERVERS,
     Parser,
@@ -135,11 +136,13 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--retry-failed", action="store_true",
                        help="run again configurations stored as failed or timed out")
     p_run.add_argument("--remeasure-disturbed", action="store_true",
-                       help="measure again ok runs taken while the machine was disturbed (noise "
-                            "meter below 85%% of the sweep's usual best) and small runs (<= 2 "
-                            "workers) on a slow CPU (work meter: workers spent more than 1.3x "
-                            "their workload's usual CPU per step); each new row replaces the "
-                            "old one only once it is stored")
+                       help="measure again ok runs taken while the machine was disturbed "
+                            f"(noise meter below {100 * noise.DISTURBED:.0f}%% of the sweep's "
+                            f"usual best) and small runs (<= {workmeter.SMALL_WORKERS} "
+                            "parameter-server workers) on a slow CPU (work meter: workers "
+                            f"spent more than {workmeter.SLOW:.1f}x their workload's usual CPU "
+                            "per step); each new row replaces the old one only once it is "
+                            "stored")
     p_run.add_argument("--verbose", "-v", action="store_true", help="stream worker output")
     p_run.add_argument("--ignore-memory-check", action="store_true",
                        help="run even when the cost model estimates more memory than this "
@@ -678,8 +681,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"done: {summary.ok} ok, {summary.failed} failed, {summary.skipped} skipped, "
               f"{summary.reused} already stored")
         if summary.slow_cpu:
-            from harness import workmeter
-
             print(f"work meter: {len(summary.slow_cpu)} small run(s) read slow ("
                   f"{workmeter.words()}): " + "; ".join(summary.slow_cpu)
                   + ". The same command with --remeasure-disturbed measures them again")

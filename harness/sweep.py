@@ -257,12 +257,13 @@ def run_experiment(exp: Experiment, store: Store, retry_failed: bool = False,
 
 def _suspects(stored: list[dict]) -> tuple[dict[str, str], dict[str, str]]:
     """config_hash -> run_id of the ok runs to measure again: those the probes read
-    disturbed (harness/noise.py), and the small ones the work meter reads slow
+    disturbed (harness/noise.py), and the other small ones the work meter reads slow
     (harness/workmeter.py), which the probes do not see."""
     ok = [r for r in stored if r["status"] == "ok"]
     slow = workmeter.slow_small(ok)
-    return ({r["config_hash"]: r["run_id"] for r in ok if noise.state(r) == "disturbed"},
-            {r["config_hash"]: r["run_id"] for r in ok if r["run_id"] in slow})
+    probed = {r["config_hash"]: r["run_id"] for r in ok if noise.state(r) == "disturbed"}
+    return probed, {r["config_hash"]: r["run_id"] for r in ok
+                    if r["run_id"] in slow and r["config_hash"] not in probed}
 
 
 class _SweepContext:
