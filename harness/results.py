@@ -150,12 +150,22 @@ def verdicts(res: Results, mode: str = "throughput") -> pd.DataFrame:
 
 def scaling(res: Results) -> pd.DataFrame:
     """Every multi-worker throughput run: its baseline run, efficiency (t_iter(1) /
-    t_iter(N), weak scaling) and exposed time (t_iter(N) - t_iter(1), s)."""
+    t_iter(N), weak scaling) and exposed time (t_iter(N) - t_iter(1), s). `work_meter`
+    and `baseline_work_meter`: the run's and its baseline's workers' CPU per step over
+    their workload's usual in the sweep (harness/workmeter.py; empty where the meter does
+    not read, as for allreduce): a baseline above workmeter.SLOW ran on a slow CPU, and
+    the efficiency rests on it."""
+    from harness import workmeter
     from harness.scaling import points
 
     cols = ["run_id", "framework", "model", "strategy", "workers", "nodes", "link",
-            "cpus_per_host", "images_per_s", "baseline_run_id", "efficiency", "exposed_s"]
-    rows = points(res.runs.to_dict("records"))
+            "cpus_per_host", "images_per_s", "baseline_run_id", "efficiency", "exposed_s",
+            "work_meter", "baseline_work_meter"]
+    records = res.runs.to_dict("records")
+    meter = workmeter.ratios([r for r in records if r["status"] == "ok"])
+    rows = [{**p, "work_meter": meter.get(p["run_id"]),
+             "baseline_work_meter": meter.get(p["baseline_run_id"])}
+            for p in points(records)]
     return pd.DataFrame([{c: p[c] for c in cols} for p in rows], columns=cols)
 
 

@@ -26,6 +26,8 @@ applies it to the small runs a fit rests on (see SLOW).
 
 from __future__ import annotations
 
+import math
+
 from harness.stats import median
 
 #: A run whose workers spent more than this multiple of their workload's usual CPU per
@@ -48,9 +50,13 @@ _WORKLOAD = ("experiment", "mode", "framework", "model", "batch_size", "image_si
 
 
 def cpu_per_step(row: dict) -> float | None:
-    """Core-seconds one worker's process tree spent per step while measuring."""
-    cores, t = row.get("cpu_cores_per_worker"), row.get("t_iter_s")
-    return cores * t if cores and t else None
+    """Core-seconds one worker's process tree spent per step while measuring (None where
+    either is missing: None, or NaN in a pandas frame's records)."""
+    try:
+        c = float(row.get("cpu_cores_per_worker")) * float(row.get("t_iter_s"))
+    except (TypeError, ValueError):
+        return None
+    return c if math.isfinite(c) and c > 0 else None
 
 
 def ratios(rows: list[dict]) -> dict[str, float]:
@@ -61,7 +67,8 @@ def ratios(rows: list[dict]) -> dict[str, float]:
     for r in rows:
         c = cpu_per_step(r) if r.get("strategy") in BLOCKING else None
         if c is not None:
-            groups.setdefault(tuple(r.get(k) for k in _WORKLOAD), []).append((r["run_id"], c))
+            key = tuple(None if v != v else v for v in (r.get(k) for k in _WORKLOAD))  # NaN
+            groups.setdefault(key, []).append((r["run_id"], c))
     out: dict[str, float] = {}
     for members in groups.values():
         if len(members) >= MIN_RUNS:

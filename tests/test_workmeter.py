@@ -212,3 +212,21 @@ def test_the_reports_scaling_table_says_which_runs_the_meter_reads_slow(tmp_path
     assert said[("resnet50", 1, 2)] == "slow CPU (work meter 1.50x); " + base.format("2.52x")
     assert said[("resnet50", 1, 4)] == "disturbed: measure again; " + base.format("2.52x")
     assert "Slow CPU: the work meter" in t.note
+
+
+def test_results_scaling_gives_the_meters_reading_of_each_run_and_its_baseline(tmp_path):
+    """The results API (`results.scaling`, `dnnbench results --scaling`): r6's ResNet-50
+    with 1 server at 2 workers reads 1.50x, its 1-worker baseline 2.52x; read from a pandas
+    frame's records (NaN, not None, where a value is missing), the same as from the store."""
+    from harness import results
+    from tests.conftest import run_cli
+
+    (db,) = shipped_copies(tmp_path, "cori2017-emulated-intel", ("r6.db",))
+    sc = results.scaling(results.load(str(db)))
+    row = sc[(sc.model == "resnet50") & (sc.workers == 2)
+             & (sc.run_id.isin(results.load(str(db)).runs.query("ps == 1").run_id))]
+    assert [round(row.iloc[0][c], 2) for c in ("work_meter", "baseline_work_meter")] == [
+        1.50, 2.52], row
+    assert len(sc) == 16 and (sc.baseline_work_meter > workmeter.SLOW).all()
+    proc = run_cli("results", "--db", str(db), "--scaling")
+    assert proc.returncode == 0 and "baseline_work_meter" in proc.stdout, proc.stdout
