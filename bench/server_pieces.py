@@ -31,8 +31,10 @@ from harness import replicates  # noqa: E402
 from harness.perfmodel import servercost  # noqa: E402
 from harness.store import Store  # noqa: E402
 
-#: the shipped sweeps of experiments/ps-pieces-emulated.toml (r1.db, r2.db, ...)
-MEASURED = REPO / "experiments" / "measured" / "ps-pieces-emulated-repeats"
+#: where the sweeps of experiments/ps-pieces-emulated.toml are shipped: a folder per
+#: machine (ps-pieces-emulated-repeats/ the AMD VM's r1-r2, ps-pieces-emulated-intel/ r3)
+MEASURED = REPO / "experiments" / "measured"
+SHIPPED_GLOB = "ps-pieces-emulated-*/r*.db"
 #: the bounds the experiment compares: MXNet's default (stored as 0), 1000 and 1
 BOUNDS = (0, 1000, 1)
 
@@ -160,9 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--db", type=Path, action="append", default=[],
                     help="a results database of experiments/ps-pieces-emulated.toml; "
                          "repeat for several (default: every shipped sweep, "
-                         "experiments/measured/ps-pieces-emulated-repeats/r*.db)")
+                         f"experiments/measured/{SHIPPED_GLOB})")
     args = ap.parse_args(argv)
-    dbs = args.db or sorted(MEASURED.glob("r*.db"))
+    # in measurement order across the machines' folders (r1, r2, then r3)
+    dbs = args.db or sorted(MEASURED.glob(SHIPPED_GLOB), key=lambda db: int(db.stem[1:]))
     sweeps = []
     for db in dbs:
         if not db.is_file():

@@ -1156,6 +1156,7 @@ NOT_OK_RUNS = {
     ("shi2017-emulated.toml", {"framework": "mxnet"}, "shi2017-emulated-mxnet-intel", 15),
     ("shi2017-emulated-headroom.toml", {}, "shi2017-emulated-headroom-repeats", 15),
     ("shi2017-emulated.toml", {"framework": "torch"}, "shi2017-emulated-torch-repeats", 15),
+    ("shi2017-emulated.toml", {"framework": "torch"}, "shi2017-emulated-torch-intel", 15),
     ("scaling-emulated-tf-jax-hepcnn.toml", {}, "scaling-emulated-tf-jax-hepcnn-repeats", 8),
     ("scaling-emulated-tf-jax-hepcnn.toml", {}, "scaling-emulated-tf-jax-hepcnn-intel", 8),
     ("scaling-emulated-hepcnn-torch.toml", {}, "scaling-emulated-hepcnn-torch-repeats", 8),
@@ -1170,6 +1171,7 @@ NOT_OK_RUNS = {
     ("cori2017-emulated-replicated.toml", {}, "cori2017-emulated-replicated-intel", 30),
     ("cori2017-emulated.toml", {}, "cori2017-emulated-intel", 18),
     ("ps-pieces-emulated.toml", {}, "ps-pieces-emulated-repeats", 30),
+    ("ps-pieces-emulated.toml", {}, "ps-pieces-emulated-intel", 30),
 ])
 def test_the_shipped_repeats_are_the_experiments_runs(experiment, flags, folder, runs):
     """The shipped repeats hold exactly the runs that `dnnbench run -e

@@ -6,6 +6,7 @@ bytes")."""
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -68,20 +69,30 @@ def test_run_help_teaches_the_bound():
     assert "MXNET_KVSTORE_BIGARRAY_BOUND" in r.stdout
 
 
+#: the shipped sweeps, by machine: the AMD VM's r1-r2, the Intel VM's r3
+AMD1, AMD2 = "ps-pieces-emulated-repeats/r1.db", "ps-pieces-emulated-repeats/r2.db"
+INTEL3 = "ps-pieces-emulated-intel/r3.db"
+
+
 @pytest.mark.parametrize("sweep, ratios, requests_us, errors", [
-    ("r1.db", {("ps-async", 2): (1.24, 1.15, 0.96, 1.16), ("ps-async", 4): (1.33, 1.11, 0.93, 1.24),
-               ("ps-sync", 2): (1.28, 1.03, 0.84, 1.15), ("ps-sync", 4): (1.09, 1.12, 0.92, 1.05)},
+    (AMD1, {("ps-async", 2): (1.24, 1.15, 0.96, 1.16), ("ps-async", 4): (1.33, 1.11, 0.93, 1.24),
+            ("ps-sync", 2): (1.28, 1.03, 0.84, 1.15), ("ps-sync", 4): (1.09, 1.12, 0.92, 1.05)},
      (126, 227), "per byte 16.5% (bias -0.9%), with requests 8.0%"),
-    ("r2.db", {("ps-async", 2): (1.28, 1.16, 0.97, 1.17), ("ps-async", 4): (1.36, 1.19, 1.03, 1.28),
-               ("ps-sync", 2): (1.32, 1.11, 0.91, 1.20), ("ps-sync", 4): (1.15, 1.23, 1.03, 1.10)},
+    (AMD2, {("ps-async", 2): (1.28, 1.16, 0.97, 1.17), ("ps-async", 4): (1.36, 1.19, 1.03, 1.28),
+            ("ps-sync", 2): (1.32, 1.11, 0.91, 1.20), ("ps-sync", 4): (1.15, 1.23, 1.03, 1.10)},
      (144, 178), "per byte 22.3% (bias -6.3%), with requests 13.4%"),
+    # the Intel VM (2026-12-07, predictions first): the same ratios' signs, smaller spread
+    (INTEL3, {("ps-async", 2): (1.14, 1.18, 0.99, 1.09), ("ps-async", 4): (1.17, 1.12, 0.90, 1.12),
+              ("ps-sync", 2): (1.17, 1.16, 0.96, 1.09), ("ps-sync", 4): (1.15, 1.10, 0.86, 1.11)},
+     (164, 229), "per byte 18.3% (bias +12.8%), with requests 6.8%"),
 ])
 def test_the_shipped_sweeps_servers_follow_their_pieces(capsys, sweep, ratios, requests_us,
                                                         errors):
-    """experiments/measured/ps-pieces-emulated-repeats/, each sweep on its configurations'
-    median replicates (`python -m bench.server_pieces`): the summed servers' CPU at bound
-    1 over 1000 (same bytes, more pieces), at 1000 over the default (same total bytes),
-    the busiest server at 1000 over the default, t_iter at 1 over 1000. A cost per byte
+    """experiments/measured/ps-pieces-emulated-repeats/ (AMD) and -intel/, each sweep on its
+    configurations' median replicates (`python -m bench.server_pieces`): the summed
+    servers' CPU at bound 1 over 1000 (same bytes, more pieces), at 1000 over the default
+    (same total bytes), the busiest server at 1000 over the default, t_iter at 1 over
+    1000. A cost per byte
     says 1.00, 1.00 and 0.66; the cost per request fitted on the four replicated sweeps
     said 1.30-1.36, 1.18-1.22 and 0.95-1.05 (preregistered.md)."""
     from bench import server_pieces
@@ -113,40 +124,52 @@ def test_bench_server_pieces_names_what_it_needs(tmp_path):
 
 
 @pytest.mark.parametrize("sweeps, flags, verdicts", [
-    (("r1.db",), (), ["ps-async: median |error| 10.9% (target <= 10%), worst 15.3% (target "
-                      "<= 25%) over 4 held-out run(s): FAIL",
-                      "ps-sync: median |error| 3.0% (target <= 10%), worst 3.4% (target <= "
-                      "25%) over 4 held-out run(s): PASS"]),
-    (("r1.db",), ("--server-requests",),
+    ((AMD1,), (), ["ps-async: median |error| 10.9% (target <= 10%), worst 15.3% (target "
+                   "<= 25%) over 4 held-out run(s): FAIL",
+                   "ps-sync: median |error| 3.0% (target <= 10%), worst 3.4% (target <= "
+                   "25%) over 4 held-out run(s): PASS"]),
+    ((AMD1,), ("--server-requests",),
      ["ps-async: median |error| 9.5% (target <= 10%), worst 16.5% (target <= 25%) over 4 "
       "held-out run(s): PASS",
       "ps-sync: median |error| 7.4% (target <= 10%), worst 14.3% (target <= 25%) over 4 "
       "held-out run(s): PASS",
       "126.2 core-us per request (a piece's push and pull) per client"]),
-    (("r2.db",), (), ["ps-async: median |error| 10.9% (target <= 10%), worst 18.4% (target "
-                      "<= 25%) over 4 held-out run(s): FAIL",
-                      "ps-sync: median |error| 5.4% (target <= 10%), worst 11.9% (target <= "
-                      "25%) over 4 held-out run(s): PASS"]),
-    (("r2.db",), ("--server-requests",),
+    ((AMD2,), (), ["ps-async: median |error| 10.9% (target <= 10%), worst 18.4% (target "
+                   "<= 25%) over 4 held-out run(s): FAIL",
+                   "ps-sync: median |error| 5.4% (target <= 10%), worst 11.9% (target <= "
+                   "25%) over 4 held-out run(s): PASS"]),
+    ((AMD2,), ("--server-requests",),
      ["ps-async: median |error| 5.2% (target <= 10%), worst 10.6% (target <= 25%) over 4 "
       "held-out run(s): PASS",
       "ps-sync: median |error| 8.1% (target <= 10%), worst 11.2% (target <= 25%) over 4 "
       "held-out run(s): PASS"]),
-    (("r1.db", "r2.db"), (), ["ps-async, median sweep: median 10.7%, worst 17.7%: FAIL",
-                              "ps-sync, median sweep: median 5.4%, worst 11.5%: PASS"]),
-    (("r1.db", "r2.db"), ("--server-requests",),
+    ((AMD1, AMD2), (), ["ps-async, median sweep: median 10.7%, worst 17.7%: FAIL",
+                        "ps-sync, median sweep: median 5.4%, worst 11.5%: PASS"]),
+    ((AMD1, AMD2), ("--server-requests",),
      ["ps-async, median sweep: median 4.7%, worst 10.6%: PASS",
       "ps-sync, median sweep: median 8.2%, worst 11.1%: PASS"]),
+    # the Intel VM's one sweep (predictions first): the verdicts swap, and so do the terms'
+    ((INTEL3,), (), ["ps-async: median |error| 6.3% (target <= 10%), worst 17.4% (target "
+                     "<= 25%) over 4 held-out run(s): PASS",
+                     "ps-sync: median |error| 15.2% (target <= 10%), worst 18.8% (target "
+                     "<= 25%) over 4 held-out run(s): FAIL"]),
+    ((INTEL3,), ("--server-requests",),
+     ["ps-async: median |error| 12.5% (target <= 10%), worst 20.9% (target <= 25%) over 4 "
+      "held-out run(s): FAIL",
+      "ps-sync: median |error| 6.5% (target <= 10%), worst 13.1% (target <= 25%) over 4 "
+      "held-out run(s): PASS",
+      "164.5 core-us per request (a piece's push and pull) per client"]),
 ])
 def test_the_shipped_sweeps_held_out_each_way(tmp_path, sweeps, flags, verdicts):
     """The step held out on the pieces sweeps (harness/perfmodel/README.md, "Pieces at fixed
     bytes"): their 4-worker runs, each bound a curve of its own, predicted from their
-    <= 2-worker runs; each sweep alone, then the two as a median sweep."""
+    <= 2-worker runs; each sweep alone, then the AMD VM's two as a median sweep (the
+    Intel VM's one sweep is a machine of its own)."""
     import shutil
 
     from bench import server_pieces
 
-    dbs = [shutil.copy(server_pieces.MEASURED / n, tmp_path / n) for n in sweeps]
+    dbs = [shutil.copy(server_pieces.MEASURED / n, tmp_path / Path(n).name) for n in sweeps]
     r = cli_here("predict", "--validate", "--holdout", *flags,
                 *[a for db in dbs for a in ("--db", str(db))])
     assert r.returncode == (1 if any(v.endswith("FAIL") for v in verdicts) else 0), r.stderr
