@@ -32,7 +32,7 @@ from harness.perfmodel import servercost  # noqa: E402
 from harness.store import Store  # noqa: E402
 
 #: where the sweeps of experiments/ps-pieces-emulated.toml are shipped: a folder per
-#: machine (ps-pieces-emulated-repeats/ the AMD VM's r1-r2, ps-pieces-emulated-intel/ r3)
+#: machine (ps-pieces-emulated-repeats/ the AMD VM's r1-r2, ps-pieces-emulated-intel/ r3-r4)
 MEASURED = REPO / "experiments" / "measured"
 SHIPPED_GLOB = "ps-pieces-emulated-*/r*.db"
 #: the bounds the experiment compares: MXNet's default (stored as 0), 1000 and 1
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
                          "repeat for several (default: every shipped sweep, "
                          f"experiments/measured/{SHIPPED_GLOB})")
     args = ap.parse_args(argv)
-    # in measurement order across the machines' folders (r1, r2, then r3)
+    # in measurement order across the machines' folders (r1, r2, then r3, r4)
     dbs = args.db or sorted(MEASURED.glob(SHIPPED_GLOB), key=lambda db: int(db.stem[1:]))
     sweeps = []
     for db in dbs:

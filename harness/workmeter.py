@@ -33,7 +33,7 @@ from harness.stats import median
 #: A run whose workers spent more than this multiple of their workload's usual CPU per
 #: step (its median over the sweep) ran on a slow CPU. Over every shipped sweep
 #: (2026-12-07), 8 parameter-server runs with at most 2 workers are above it; each of the
-#: 5 with repeats ran 1.29-2.43x its repeats' median t_iter, and none of the 268 small
+#: 5 with repeats ran 1.29-2.43x its repeats' median t_iter, and none of the 297 small
 #: runs within 10% of their repeats is (tests/test_workmeter.py).
 SLOW = 1.3
 #: Strategies whose workers block while they wait (see the module docstring).

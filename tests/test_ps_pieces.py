@@ -71,7 +71,7 @@ def test_run_help_teaches_the_bound():
 
 #: the shipped sweeps, by machine: the AMD VM's r1-r2, the Intel VM's r3
 AMD1, AMD2 = "ps-pieces-emulated-repeats/r1.db", "ps-pieces-emulated-repeats/r2.db"
-INTEL3 = "ps-pieces-emulated-intel/r3.db"
+INTEL3, INTEL4 = "ps-pieces-emulated-intel/r3.db", "ps-pieces-emulated-intel/r4.db"
 
 
 @pytest.mark.parametrize("sweep, ratios, requests_us, errors", [
@@ -85,6 +85,9 @@ INTEL3 = "ps-pieces-emulated-intel/r3.db"
     (INTEL3, {("ps-async", 2): (1.14, 1.18, 0.99, 1.09), ("ps-async", 4): (1.17, 1.12, 0.90, 1.12),
               ("ps-sync", 2): (1.17, 1.16, 0.96, 1.09), ("ps-sync", 4): (1.15, 1.10, 0.86, 1.11)},
      (164, 229), "per byte 18.3% (bias +12.8%), with requests 6.8%"),
+    (INTEL4, {("ps-async", 2): (1.12, 1.13, 0.91, 1.05), ("ps-async", 4): (1.17, 1.08, 0.87, 1.11),
+              ("ps-sync", 2): (1.23, 1.10, 0.90, 1.13), ("ps-sync", 4): (1.20, 0.97, 0.76, 1.14)},
+     (121, 176), "per byte 9.2% (bias +4.0%), with requests 6.5%"),
 ])
 def test_the_shipped_sweeps_servers_follow_their_pieces(capsys, sweep, ratios, requests_us,
                                                         errors):
@@ -113,6 +116,17 @@ def test_the_shipped_sweeps_servers_follow_their_pieces(capsys, sweep, ratios, r
     assert server_pieces.main(["--db", str(server_pieces.MEASURED / sweep)]) == 0
     out = capsys.readouterr().out
     assert f"synchronous: busiest server of 4 larger runs, median |error| {errors}" in out
+
+
+def test_bench_server_pieces_reads_every_machines_sweeps_in_measurement_order(capsys):
+    """Without --db it reads every shipped sweep, whichever machine's folder holds it."""
+    from bench import server_pieces
+
+    assert server_pieces.main([]) == 0
+    heads = [ln.strip("= ") for ln in capsys.readouterr().out.splitlines()
+             if ln.startswith("== ")]
+    assert [Path(h).relative_to(server_pieces.MEASURED).as_posix() for h in heads] == [
+        AMD1, AMD2, INTEL3, INTEL4]
 
 
 def test_bench_server_pieces_names_what_it_needs(tmp_path):
@@ -148,7 +162,7 @@ def test_bench_server_pieces_names_what_it_needs(tmp_path):
     ((AMD1, AMD2), ("--server-requests",),
      ["ps-async, median sweep: median 4.7%, worst 10.6%: PASS",
       "ps-sync, median sweep: median 8.2%, worst 11.1%: PASS"]),
-    # the Intel VM's one sweep (predictions first): the verdicts swap, and so do the terms'
+    # the Intel VM's first sweep (predictions first): the verdicts swap, and so do the terms'
     ((INTEL3,), (), ["ps-async: median |error| 6.3% (target <= 10%), worst 17.4% (target "
                      "<= 25%) over 4 held-out run(s): PASS",
                      "ps-sync: median |error| 15.2% (target <= 10%), worst 18.8% (target "
@@ -159,12 +173,21 @@ def test_bench_server_pieces_names_what_it_needs(tmp_path):
       "ps-sync: median |error| 6.5% (target <= 10%), worst 13.1% (target <= 25%) over 4 "
       "held-out run(s): PASS",
       "164.5 core-us per request (a piece's push and pull) per client"]),
+    # its second, right after: both pass alone, and on the median sweep of the two
+    ((INTEL4,), (), ["ps-async: median |error| 7.2% (target <= 10%), worst 16.2% (target "
+                     "<= 25%) over 4 held-out run(s): PASS",
+                     "ps-sync: median |error| 6.7% (target <= 10%), worst 15.4% (target "
+                     "<= 25%) over 4 held-out run(s): PASS"]),
+    ((INTEL3, INTEL4), (), ["ps-async, median sweep: median 5.5%, worst 16.2%: PASS",
+                            "ps-sync, median sweep: median 10.0%, worst 11.1%: PASS"]),
+    ((INTEL3, INTEL4), ("--server-requests",),
+     ["ps-async, median sweep: median 11.1%, worst 19.6%: FAIL",
+      "ps-sync, median sweep: median 6.8%, worst 7.0%: PASS"]),
 ])
 def test_the_shipped_sweeps_held_out_each_way(tmp_path, sweeps, flags, verdicts):
     """The step held out on the pieces sweeps (harness/perfmodel/README.md, "Pieces at fixed
     bytes"): their 4-worker runs, each bound a curve of its own, predicted from their
-    <= 2-worker runs; each sweep alone, then the AMD VM's two as a median sweep (the
-    Intel VM's one sweep is a machine of its own)."""
+    <= 2-worker runs; each sweep alone, then each machine's two as a median sweep."""
     import shutil
 
     from bench import server_pieces

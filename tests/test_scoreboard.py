@@ -81,7 +81,7 @@ def test_repeats_are_judged_together_only_when_one_machine_measured_them(tmp_pat
     assert names("cori2017-emulated-intel") == [["r6", "r7", "r8"]]
     assert names("scaling-emulated-hepcnn-torch-intel") == [["r4", "r5"]]
     assert names("scaling-emulated-tf-jax-hepcnn-intel") == [["r4", "r5"]]
-    assert names("ps-pieces-emulated-intel") == [["r3"]]
+    assert names("ps-pieces-emulated-intel") == [["r3", "r4"]]
     assert names("shi2017-emulated-torch-intel") == [["r4"]]
     assert scoreboard.machine_of(MEASURED / "server-load-own-intel" / "r7.db") == (
         "Intel(R) Xeon(R) Processor", "Linux-6.18.44-fc-v1300-x86_64-with-glibc2.36")
