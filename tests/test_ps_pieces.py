@@ -69,7 +69,7 @@ def test_run_help_teaches_the_bound():
     assert "MXNET_KVSTORE_BIGARRAY_BOUND" in r.stdout
 
 
-#: the shipped sweeps, by machine: the AMD VM's r1-r2, the Intel VM's r3
+#: the shipped sweeps, by machine: the AMD VM's r1-r2, the Intel VM's r3-r4
 AMD1, AMD2 = "ps-pieces-emulated-repeats/r1.db", "ps-pieces-emulated-repeats/r2.db"
 INTEL3, INTEL4 = "ps-pieces-emulated-intel/r3.db", "ps-pieces-emulated-intel/r4.db"
 
@@ -81,7 +81,8 @@ INTEL3, INTEL4 = "ps-pieces-emulated-intel/r3.db", "ps-pieces-emulated-intel/r4.
     (AMD2, {("ps-async", 2): (1.28, 1.16, 0.97, 1.17), ("ps-async", 4): (1.36, 1.19, 1.03, 1.28),
             ("ps-sync", 2): (1.32, 1.11, 0.91, 1.20), ("ps-sync", 4): (1.15, 1.23, 1.03, 1.10)},
      (144, 178), "per byte 22.3% (bias -6.3%), with requests 13.4%"),
-    # the Intel VM (2026-12-07, predictions first): the same ratios' signs, smaller spread
+    # the Intel VM (2026-12-07, predictions first): bound 1 over 1000 as on the AMD VM;
+    # r4's dist_sync x4 the one pair whose servers cost less at 1000 than at the default
     (INTEL3, {("ps-async", 2): (1.14, 1.18, 0.99, 1.09), ("ps-async", 4): (1.17, 1.12, 0.90, 1.12),
               ("ps-sync", 2): (1.17, 1.16, 0.96, 1.09), ("ps-sync", 4): (1.15, 1.10, 0.86, 1.11)},
      (164, 229), "per byte 18.3% (bias +12.8%), with requests 6.8%"),
@@ -95,9 +96,8 @@ def test_the_shipped_sweeps_servers_follow_their_pieces(capsys, sweep, ratios, r
     configurations' median replicates (`python -m bench.server_pieces`): the summed
     servers' CPU at bound 1 over 1000 (same bytes, more pieces), at 1000 over the default
     (same total bytes), the busiest server at 1000 over the default, t_iter at 1 over
-    1000. A cost per byte
-    says 1.00, 1.00 and 0.66; the cost per request fitted on the four replicated sweeps
-    said 1.30-1.36, 1.18-1.22 and 0.95-1.05 (preregistered.md)."""
+    1000. A cost per byte says 1.00, 1.00 and 0.66; the cost per request fitted on the
+    four replicated sweeps said 1.30-1.36, 1.18-1.22 and 0.95-1.05 (preregistered.md)."""
     from bench import server_pieces
 
     runs = server_pieces.read(server_pieces.MEASURED / sweep)
