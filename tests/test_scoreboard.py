@@ -72,6 +72,12 @@ def test_repeats_are_judged_together_only_when_one_machine_measured_them(tmp_pat
     assert names("server-load-own-third-vm") == [["r5"]]
     assert scoreboard.machine_of(MEASURED / "server-load-own-third-vm" / "r5.db") == (
         "AMD EPYC", "Linux-6.18.44-fc-v1300-x86_64-with-glibc2.36")
+    # a fourth AMD VM (2026-12-08) records the same CPU and kernel build, but ran every
+    # configuration slower: its sweeps are kept in folders of their own, judged alone
+    assert names("server-load-own-fourth-vm") == [["r9"]]
+    assert names("cori2017-emulated-own-fourth-vm") == [["r8"]]
+    assert scoreboard.machine_of(MEASURED / "server-load-own-fourth-vm" / "r9.db") == (
+        scoreboard.machine_of(MEASURED / "server-load-own-third-vm" / "r5.db"))
     # the same kernel build on an Intel VM (2026-12-07): another machine, by its CPU
     assert names("server-load-own-intel") == [["r6", "r7", "r8"]]
     assert names("cori2017-emulated-own-intel") == [["r5", "r6", "r7"]]
